@@ -1,0 +1,401 @@
+package chart
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/qmuntal/stateless"
+)
+
+// Instance is one running copy of a machine kind: the current leaf state and
+// the context. It is plain data; a Machine drives it.
+type Instance[C any] struct {
+	state int
+	names []State
+	Ctx   C
+}
+
+// State returns the instance's current leaf state. A zero Instance (never
+// started) has state "".
+func (i *Instance[C]) State() State {
+	if i == nil || i.state == 0 {
+		return ""
+	}
+	return i.names[i.state]
+}
+
+type stateInfo struct {
+	name    State
+	parent  int // 0: none
+	initial int // 0: none
+	final   bool
+	depth   int
+}
+
+type stateKey uint16
+type triggerKey uint16
+
+// Machine is a built machine kind. Build it once and drive any number of
+// instances with it, one Fire at a time: a Machine is not safe for
+// concurrent use (give each goroutine its own, or serialise, as the
+// session lane does).
+type Machine[C any] struct {
+	def      *Def[C]
+	sm       *stateless.StateMachine
+	states   []stateInfo // index 0 unused
+	stateIdx map[State]int
+	trigIdx  map[Trigger]int
+	// table[state][trigger] lists the transitions declared directly on
+	// state for trigger, in definition order.
+	table [][][]int
+	names []State
+
+	// per-fire scratch, valid only inside Fire
+	cur        *Instance[C]
+	ev         Event
+	out        *Out
+	chosen     int
+	actionDone bool
+}
+
+// Def returns the definition the machine was built from.
+func (m *Machine[C]) Def() *Def[C] { return m.def }
+
+// Name returns the machine's name.
+func (m *Machine[C]) Name() string { return m.def.Name }
+
+// Build validates def and configures a stateless machine for it. All
+// definition mistakes are returned as errors wrapping ErrBadDefinition;
+// stateless is never handed a configuration that can make it panic.
+func Build[C any](def *Def[C]) (m *Machine[C], err error) {
+	m = &Machine[C]{def: def, stateIdx: map[State]int{}, trigIdx: map[Trigger]int{}}
+	if err := m.index(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			m, err = nil, defErr(def.Name, "stateless refused the configuration: %v", r)
+		}
+	}()
+	m.configure()
+	return m, nil
+}
+
+// MustBuild is Build for package-level definitions known to be valid; it
+// panics on a bad definition (a programming error caught by the package's
+// own tests).
+func MustBuild[C any](def *Def[C]) *Machine[C] {
+	m, err := Build(def)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+func (m *Machine[C]) index() error {
+	d := m.def
+	if d.Name == "" {
+		return defErr("?", "machine has no name")
+	}
+	m.states = make([]stateInfo, 1, len(d.States)+1)
+	m.names = make([]State, 1, len(d.States)+1)
+	for _, s := range d.States {
+		if s.Name == "" {
+			return defErr(d.Name, "state with empty name")
+		}
+		if _, dup := m.stateIdx[s.Name]; dup {
+			return defErr(d.Name, "state %q declared twice", s.Name)
+		}
+		m.stateIdx[s.Name] = len(m.states)
+		m.states = append(m.states, stateInfo{name: s.Name, final: s.Final})
+		m.names = append(m.names, s.Name)
+	}
+	children := map[int]int{}
+	for i, s := range d.States {
+		id := i + 1
+		if s.Parent != "" {
+			p, ok := m.stateIdx[s.Parent]
+			if !ok {
+				return defErr(d.Name, "state %q: unknown parent %q", s.Name, s.Parent)
+			}
+			m.states[id].parent = p
+			children[p]++
+		}
+	}
+	for i, s := range d.States {
+		id := i + 1
+		depth := 0
+		for p := m.states[id].parent; p != 0; p = m.states[p].parent {
+			if depth++; depth > len(d.States) {
+				return defErr(d.Name, "state %q: parent cycle", s.Name)
+			}
+		}
+		m.states[id].depth = depth
+		if s.Initial != "" {
+			t, ok := m.stateIdx[s.Initial]
+			if !ok || m.states[t].parent != id {
+				return defErr(d.Name, "state %q: initial %q is not a direct substate", s.Name, s.Initial)
+			}
+			m.states[id].initial = t
+		} else if children[id] > 0 {
+			return defErr(d.Name, "state %q has substates but no initial substate", s.Name)
+		}
+		if s.Final && children[id] > 0 {
+			return defErr(d.Name, "final state %q has substates", s.Name)
+		}
+	}
+	if _, ok := m.stateIdx[d.Initial]; !ok {
+		return defErr(d.Name, "unknown initial state %q", d.Initial)
+	}
+	for _, t := range d.Triggers {
+		if _, dup := m.trigIdx[t]; dup {
+			return defErr(d.Name, "trigger %q declared twice", t)
+		}
+		m.trigIdx[t] = len(m.trigIdx) + 1
+	}
+	m.table = make([][][]int, len(m.states))
+	for i := range m.table {
+		m.table[i] = make([][]int, len(m.trigIdx)+1)
+	}
+	for i, t := range d.Transitions {
+		from, ok := m.stateIdx[t.From]
+		if !ok {
+			return defErr(d.Name, "transition %d: unknown source %q", i, t.From)
+		}
+		if m.states[from].final {
+			return defErr(d.Name, "transition %d: final state %q cannot have transitions", i, t.From)
+		}
+		tr, ok := m.trigIdx[t.On]
+		if !ok {
+			return defErr(d.Name, "transition %d: undeclared trigger %q", i, t.On)
+		}
+		if t.To != "" {
+			to, ok := m.stateIdx[t.To]
+			if !ok {
+				return defErr(d.Name, "transition %d: unknown destination %q", i, t.To)
+			}
+			if to != from && m.isAncestor(from, to) {
+				return defErr(d.Name, "transition %d: %q -> %q targets a substate of its own source; declare it on the leaf", i, t.From, t.To)
+			}
+		}
+		if t.Guard != nil && (t.Guard.Name == "" || t.Guard.Test == nil) {
+			return defErr(d.Name, "transition %d: guard needs a name and a test", i)
+		}
+		if t.Action != nil && t.Action.Run == nil {
+			return defErr(d.Name, "transition %d: action without Run", i)
+		}
+		prev := m.table[from][tr]
+		if len(prev) > 0 && d.Transitions[prev[len(prev)-1]].Guard == nil {
+			return defErr(d.Name, "transition %d: unreachable, an unguarded transition for %q on %q comes first", i, t.On, t.From)
+		}
+		m.table[from][tr] = append(prev, i)
+	}
+	return nil
+}
+
+// isAncestor reports whether a is a proper ancestor of s.
+func (m *Machine[C]) isAncestor(a, s int) bool {
+	for p := m.states[s].parent; p != 0; p = m.states[p].parent {
+		if p == a {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Machine[C]) configure() {
+	m.sm = stateless.NewStateMachineWithExternalStorage(
+		func(context.Context) (stateless.State, error) { return stateKey(m.cur.state), nil },
+		func(_ context.Context, s stateless.State) error { m.cur.state = int(s.(stateKey)); return nil },
+		stateless.FiringImmediate,
+	)
+	m.sm.OnTransitioning(func(context.Context, stateless.Transition) { m.runTransitionAction() })
+	for id := 1; id < len(m.states); id++ {
+		sc := m.sm.Configure(stateKey(id))
+		st := m.states[id]
+		spec := &m.def.States[id-1]
+		if st.parent != 0 {
+			sc.SubstateOf(stateKey(st.parent))
+		}
+		if st.initial != 0 {
+			sc.InitialTransition(stateKey(st.initial))
+		}
+		if a := spec.Entry; a != nil {
+			sc.OnEntry(func(context.Context, ...any) error { a.Run(&m.cur.Ctx, m.ev, m.out); return nil })
+		}
+		if a := spec.Exit; a != nil {
+			sc.OnExit(func(context.Context, ...any) error { a.Run(&m.cur.Ctx, m.ev, m.out); return nil })
+		}
+	}
+	for i, t := range m.def.Transitions {
+		from := stateKey(m.stateIdx[t.From])
+		tr := triggerKey(m.trigIdx[t.On])
+		guard := func(context.Context, ...any) bool { return m.chosen == i }
+		sc := m.sm.Configure(from)
+		switch {
+		case t.To == "":
+			sc.InternalTransition(tr, func(context.Context, ...any) error { m.runTransitionAction(); return nil }, guard)
+		case t.To == t.From:
+			sc.PermitReentry(tr, guard)
+		default:
+			sc.Permit(tr, stateKey(m.stateIdx[t.To]), guard)
+		}
+	}
+}
+
+// runTransitionAction runs the chosen transition's action once per Fire,
+// between the exit actions and the entry actions.
+func (m *Machine[C]) runTransitionAction() {
+	if m.actionDone {
+		return
+	}
+	m.actionDone = true
+	if a := m.def.Transitions[m.chosen].Action; a != nil {
+		a.Run(&m.cur.Ctx, m.ev, m.out)
+	}
+}
+
+// New returns an instance in the machine's initial state with context c and
+// runs the entry actions of the initial state chain (outermost first); their
+// effects are appended to out. The entry sees a nil event.
+func (m *Machine[C]) New(c C, out *Out) *Instance[C] {
+	inst := &Instance[C]{Ctx: c}
+	m.Start(inst, out)
+	return inst
+}
+
+// Start resets inst to the initial state, keeping inst.Ctx, and runs the
+// initial entry actions like New. It reuses inst's storage.
+func (m *Machine[C]) Start(inst *Instance[C], out *Out) {
+	id := m.stateIdx[m.def.Initial]
+	chain := [16]int{}
+	n := 0
+	for s := id; s != 0 && n < len(chain); s = m.states[s].parent {
+		chain[n] = s
+		n++
+	}
+	for k := n - 1; k >= 0; k-- {
+		if a := m.def.States[chain[k]-1].Entry; a != nil {
+			a.Run(&inst.Ctx, nil, out)
+		}
+	}
+	for m.states[id].initial != 0 {
+		id = m.states[id].initial
+		if a := m.def.States[id-1].Entry; a != nil {
+			a.Run(&inst.Ctx, nil, out)
+		}
+	}
+	inst.state = id
+	inst.names = m.names
+}
+
+// Fire feeds ev to inst. On success the transition taken is appended to
+// out.Transitions and the requested effects to out.Effects. On failure the
+// error is a *TriggerError (ErrUnhandledTrigger or ErrGuardRejected) and
+// inst is unchanged, or wraps ErrActionPanicked.
+func (m *Machine[C]) Fire(inst *Instance[C], ev Event, out *Out) (err error) {
+	if inst.state == 0 {
+		return fmt.Errorf("%s: instance was not started: %w", m.def.Name, ErrUnhandledTrigger)
+	}
+	idx, err := m.resolve(inst, ev)
+	if err != nil {
+		return err
+	}
+	from := inst.state
+	m.cur, m.ev, m.out, m.chosen, m.actionDone = inst, ev, out, idx, false
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: state %q, trigger %q: %w: %v", m.def.Name, m.states[from].name, ev.Trigger(), ErrActionPanicked, r)
+		}
+		m.cur, m.ev, m.out = nil, nil, nil
+	}()
+	t := &m.def.Transitions[idx]
+	if err := m.sm.FireCtx(context.Background(), triggerKey(m.trigIdx[t.On])); err != nil {
+		return fmt.Errorf("%s: stateless: %w", m.def.Name, err)
+	}
+	m.runTransitionAction() // internal transitions without OnTransitioning
+	rec := Record{Machine: m.def.Name, From: m.states[from].name, To: m.states[inst.state].name, Trigger: t.On, Internal: t.To == "", Index: idx}
+	if t.Guard != nil {
+		rec.Guard = t.Guard.Name
+	}
+	out.Transitions = append(out.Transitions, rec)
+	return nil
+}
+
+// resolve finds the transition ev takes from inst's state: the leaf first,
+// then each superstate; within a state, the first passing guard in
+// definition order wins.
+func (m *Machine[C]) resolve(inst *Instance[C], ev Event) (int, error) {
+	tr, ok := m.trigIdx[ev.Trigger()]
+	var failed []string
+	if ok {
+		for s := inst.state; s != 0; s = m.states[s].parent {
+			for _, i := range m.table[s][tr] {
+				g := m.def.Transitions[i].Guard
+				if g == nil || m.testGuard(g, inst, ev) {
+					return i, nil
+				}
+				failed = append(failed, g.Name)
+			}
+		}
+	}
+	e := &TriggerError{Machine: m.def.Name, State: m.states[inst.state].name, Trigger: ev.Trigger(), Guards: failed, kind: ErrUnhandledTrigger}
+	if len(failed) > 0 {
+		e.kind = ErrGuardRejected
+	}
+	return 0, e
+}
+
+func (m *Machine[C]) testGuard(g *Guard[C], inst *Instance[C], ev Event) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			ok = false
+		}
+	}()
+	return g.Test(&inst.Ctx, ev)
+}
+
+// Handles reports whether state s (or a superstate) declares a transition
+// for trigger t, regardless of guards.
+func (m *Machine[C]) Handles(s State, t Trigger) bool {
+	id, ok := m.stateIdx[s]
+	tr, ok2 := m.trigIdx[t]
+	if !ok || !ok2 {
+		return false
+	}
+	for ; id != 0; id = m.states[id].parent {
+		if len(m.table[id][tr]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Leaves returns the machine's leaf states (states without substates) in
+// definition order: the states an instance can be in.
+func (m *Machine[C]) Leaves() []State {
+	var out []State
+	for id := 1; id < len(m.states); id++ {
+		if m.states[id].initial == 0 {
+			out = append(out, m.states[id].name)
+		}
+	}
+	return out
+}
+
+// IsFinal reports whether inst is in a final state.
+func (m *Machine[C]) IsFinal(inst *Instance[C]) bool { return m.states[inst.state].final }
+
+// In reports whether inst is in state s or one of its substates.
+func (m *Machine[C]) In(inst *Instance[C], s State) bool {
+	want, ok := m.stateIdx[s]
+	if !ok {
+		return false
+	}
+	for id := inst.state; id != 0; id = m.states[id].parent {
+		if id == want {
+			return true
+		}
+	}
+	return false
+}

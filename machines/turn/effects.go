@@ -1,0 +1,119 @@
+package turn
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// RunGate asks the adapter to run the step gate for Step (stop flags,
+// drained inputs, OnWillBeginStep) and answer with GateProceed, GateEmpty or
+// GateRefuse. First is set on the turn's first step.
+type RunGate struct {
+	Turn, Step int
+	First      bool
+}
+
+// StartRequest asks the adapter to build the model request from the current
+// history and stream it, answering with ModelDone or ModelFailed.
+type StartRequest struct{ Turn, Step, Attempt int }
+
+// CancelRequest asks the adapter to cancel the in-flight model request and
+// write what was salvaged of the partial reply.
+type CancelRequest struct{ Cause vocab.CancelCause }
+
+// CommitReply asks the adapter to write the assistant reply to history.
+// Usage is recorded before any tool of the step runs.
+type CommitReply struct {
+	Reply  vocab.Message
+	Finish vocab.FinishReason
+	Usage  vocab.Usage
+}
+
+// RetryScheduled reports a scheduled retry (the adapter writes an llm/retry
+// event); the StartTimer effect that follows arms the wait.
+type RetryScheduled struct {
+	FailedAttempt, NextAttempt, MaxAttempts int
+	Delay                                   time.Duration
+	Code                                    vocab.Code
+	Message                                 string
+}
+
+// SpawnTools asks the adapter to run the step's tool calls as one batch and
+// answer each with ToolStarted and ToolOutcome.
+type SpawnTools struct {
+	Step  int
+	Calls []vocab.ToolCall
+}
+
+// CancelTools asks the adapter to cancel the running tool calls.
+type CancelTools struct{ Cause vocab.CancelCause }
+
+// CommitResults asks the adapter to write the tool results to history, in
+// the model's call order, one per call.
+type CommitResults struct{ Results []vocab.ToolResult }
+
+// Drain asks the adapter to claim queued input for the next step (running
+// the turn-stopping hooks first when Concluded and nothing is queued) and
+// answer with Drained.
+type Drain struct {
+	Step      int
+	Concluded bool
+}
+
+// EndTurn reports the turn's outcome.
+type EndTurn struct {
+	End   vocab.TurnEnd
+	Steps int
+}
+
+// EffectName implementations.
+func (RunGate) EffectName() string        { return "run-gate" }
+func (StartRequest) EffectName() string   { return "start-request" }
+func (CancelRequest) EffectName() string  { return "cancel-request" }
+func (CommitReply) EffectName() string    { return "commit-reply" }
+func (RetryScheduled) EffectName() string { return "retry-scheduled" }
+func (SpawnTools) EffectName() string     { return "spawn-tools" }
+func (CancelTools) EffectName() string    { return "cancel-tools" }
+func (CommitResults) EffectName() string  { return "commit-results" }
+func (Drain) EffectName() string          { return "drain" }
+func (EndTurn) EffectName() string        { return "end-turn" }
+
+func (e RunGate) String() string {
+	return fmt.Sprintf("run-gate turn=%d step=%d first=%t", e.Turn, e.Step, e.First)
+}
+func (e StartRequest) String() string {
+	return fmt.Sprintf("start-request turn=%d step=%d attempt=%d", e.Turn, e.Step, e.Attempt)
+}
+func (e CancelRequest) String() string { return "cancel-request cause=" + e.Cause.String() }
+func (e CommitReply) String() string {
+	return fmt.Sprintf("commit-reply finish=%s calls=%d text=%q", e.Finish, len(e.Reply.ToolCalls()), e.Reply.Text())
+}
+func (e RetryScheduled) String() string {
+	return fmt.Sprintf("retry-scheduled attempt=%d->%d/%d delay=%s code=%s", e.FailedAttempt, e.NextAttempt, e.MaxAttempts, e.Delay, e.Code)
+}
+func (e SpawnTools) String() string {
+	ids := make([]string, len(e.Calls))
+	for i, c := range e.Calls {
+		ids[i] = c.ID + ":" + c.Name
+	}
+	return fmt.Sprintf("spawn-tools step=%d [%s]", e.Step, strings.Join(ids, " "))
+}
+func (e CancelTools) String() string { return "cancel-tools cause=" + e.Cause.String() }
+func (e CommitResults) String() string {
+	parts := make([]string, len(e.Results))
+	for i, r := range e.Results {
+		s := r.CallID + "=" + fmt.Sprintf("%q", r.Content)
+		if r.IsError {
+			s += "!" + string(r.Code)
+		}
+		parts[i] = s
+	}
+	return "commit-results [" + strings.Join(parts, " ") + "]"
+}
+func (e Drain) String() string { return fmt.Sprintf("drain step=%d concluded=%t", e.Step, e.Concluded) }
+func (e EndTurn) String() string {
+	return fmt.Sprintf("end-turn %s steps=%d", e.End, e.Steps)
+}

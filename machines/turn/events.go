@@ -1,0 +1,106 @@
+package turn
+
+import (
+	"github.com/loopchart/loopchart/machines/chart"
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// Triggers of the turn machine.
+const (
+	TrGateProceed chart.Trigger = "gate.proceed"
+	TrGateEmpty   chart.Trigger = "gate.empty"
+	TrGateRefuse  chart.Trigger = "gate.refuse"
+	TrModelDone   chart.Trigger = "model.done"
+	TrModelFailed chart.Trigger = "model.failed"
+	TrTimer       chart.Trigger = "timer.fired"
+	TrToolStarted chart.Trigger = "tool.started"
+	TrToolOutcome chart.Trigger = "tool.outcome"
+	TrDrained     chart.Trigger = "drained"
+	TrAbort       chart.Trigger = "abort"
+	TrPause       chart.Trigger = "pause"
+	TrContinue    chart.Trigger = "continue"
+	TrStop        chart.Trigger = "stop"
+)
+
+// GateProceed: the step gate passed; the request may be built and sent.
+// Claimed is the number of input messages the gate wrote to history for
+// this step.
+type GateProceed struct{ Claimed int }
+
+// GateEmpty: the gate found nothing to say on the turn's first step; the
+// turn closes without a model call.
+type GateEmpty struct{}
+
+// GateRefuse: the gate (or an OnWillBeginStep hook) refused the step.
+// Blocked ends the turn "blocked"; otherwise it fails with Code and Message.
+type GateRefuse struct {
+	Blocked bool
+	Code    vocab.Code
+	Message string
+}
+
+// ModelDone: the model request finished and Reply is the assembled
+// assistant message.
+type ModelDone struct {
+	Reply  vocab.Message
+	Finish vocab.FinishReason
+	Usage  vocab.Usage
+}
+
+// ModelFailed: the model request failed with Err. Recovered reports that an
+// error handler rebuilt the history and asks for another request at once.
+// Jitter, in [0, 1), is the random draw for the backoff (randomness arrives
+// as data).
+type ModelFailed struct {
+	Err       *vocab.Error
+	Recovered bool
+	Jitter    float64
+}
+
+// TimerFired: the timer Name#Seq ran out.
+type TimerFired struct {
+	Name string
+	Seq  uint64
+}
+
+// ToolStarted: the call began executing.
+type ToolStarted struct{ CallID string }
+
+// ToolOutcome: the call ended with Result (its CallID names the call).
+type ToolOutcome struct{ Result vocab.ToolResult }
+
+// Drained: the adapter claimed Messages input messages (steers,
+// notifications, reminders) into history after the step. Bypass is set when
+// one of them may bypass the max-steps guard.
+type Drained struct {
+	Messages int
+	Bypass   bool
+}
+
+// Abort cancels the turn.
+type Abort struct{ Cause vocab.CancelCause }
+
+// Pause asks the turn to stop at the next drain.
+type Pause struct{}
+
+// Continue undoes Pause.
+type Continue struct{}
+
+// Stop asks the turn to end after the current step (a hook or a tool said
+// so).
+type Stop struct{ Reason string }
+
+// Trigger implementations.
+func (GateProceed) Trigger() chart.Trigger { return TrGateProceed }
+func (GateEmpty) Trigger() chart.Trigger   { return TrGateEmpty }
+func (GateRefuse) Trigger() chart.Trigger  { return TrGateRefuse }
+func (ModelDone) Trigger() chart.Trigger   { return TrModelDone }
+func (ModelFailed) Trigger() chart.Trigger { return TrModelFailed }
+func (TimerFired) Trigger() chart.Trigger  { return TrTimer }
+func (ToolStarted) Trigger() chart.Trigger { return TrToolStarted }
+func (ToolOutcome) Trigger() chart.Trigger { return TrToolOutcome }
+func (Drained) Trigger() chart.Trigger     { return TrDrained }
+func (Abort) Trigger() chart.Trigger       { return TrAbort }
+func (Pause) Trigger() chart.Trigger       { return TrPause }
+func (Continue) Trigger() chart.Trigger    { return TrContinue }
+func (Stop) Trigger() chart.Trigger        { return TrStop }

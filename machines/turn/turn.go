@@ -1,0 +1,388 @@
+// Package turn is the turn machine: one instance per turn of the agent loop,
+// from the step gate to the turn's end.
+//
+//	gating ─gate.proceed→ thinking ─model.done[hasToolCalls]→ acting ─(all outcomes)→ draining ─drained→ gating …
+//
+// Continuation is decided by tool calls, never by the finish reason. A reply
+// without tool calls goes to draining "concluded": the turn ends there
+// unless new input (a steer, a notification, a turn-stopping hook's nudge)
+// keeps it alive. An empty reply is the remote failure empty_response; a
+// remote failure goes to recovery, then to retrying if the policy allows,
+// else to failed. Aborting while tools run waits a grace period (or a second
+// abort) and fills the missing outcomes as aborted. max-tokens is sticky.
+//
+// The machine is pure and synchronous: Fire an event, read the transitions
+// and effects from the chart.Out. See Definition for every edge.
+package turn
+
+import (
+	"fmt"
+
+	"github.com/loopchart/loopchart/machines/chart"
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// States of the turn machine.
+const (
+	Open     chart.State = "open"
+	Gating   chart.State = "gating"
+	Thinking chart.State = "thinking"
+	Retrying chart.State = "retrying"
+	Acting   chart.State = "acting"
+	Running  chart.State = "running"
+	Aborting chart.State = "aborting"
+	Draining chart.State = "draining"
+	Done     chart.State = "done"
+	Failed   chart.State = "failed"
+	Aborted  chart.State = "aborted"
+)
+
+// Timer names.
+const (
+	TimerRetry      = "retry"
+	TimerAbortGrace = "abort-grace"
+)
+
+// Version is the snapshot format version of Ctx.
+const Version = 1
+
+type (
+	guard  = chart.Guard[Ctx]
+	action = chart.Action[Ctx]
+	edge   = chart.Transition[Ctx]
+)
+
+// ---- guards (pure predicates, named for diagrams and errors) ----
+
+var (
+	gFirstStep = &guard{Name: "firstStep", Test: func(c *Ctx, _ chart.Event) bool { return c.Step == 0 }}
+	gBlocked   = &guard{Name: "blocked", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(GateRefuse).Blocked }}
+	// A reply cut off by the output limit: its tool calls are not executed.
+	gTruncatedCalls = &guard{Name: "truncatedCalls", Test: func(_ *Ctx, ev chart.Event) bool {
+		d := ev.(ModelDone)
+		return d.Finish == vocab.FinishMaxTokens && len(d.Reply.ToolCalls()) > 0
+	}}
+	gHasToolCalls = &guard{Name: "hasToolCalls", Test: func(_ *Ctx, ev chart.Event) bool {
+		return len(ev.(ModelDone).Reply.ToolCalls()) > 0
+	}}
+	gEmptyRetry = &guard{Name: "emptyRetryable", Test: func(c *Ctx, ev chart.Event) bool {
+		d := ev.(ModelDone)
+		return d.Reply.IsEmptyReply() && c.Config.Retry.ShouldRetry(c.Attempt, emptyErr(d.Finish))
+	}}
+	gEmpty = &guard{Name: "empty", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(ModelDone).Reply.IsEmptyReply() }}
+	gRecovered = &guard{Name: "recovered", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(ModelFailed).Recovered }}
+	gRetryable = &guard{Name: "retryAllowed", Test: func(c *Ctx, ev chart.Event) bool {
+		return c.Config.Retry.ShouldRetry(c.Attempt, ev.(ModelFailed).Err)
+	}}
+	gRetryTimer = &guard{Name: "retryTimer", Test: func(c *Ctx, ev chart.Event) bool {
+		t := ev.(TimerFired)
+		return c.Timer.Matches(TimerRetry, t.Seq) && t.Name == TimerRetry
+	}}
+	gGraceTimer = &guard{Name: "graceTimer", Test: func(c *Ctx, ev chart.Event) bool {
+		t := ev.(TimerFired)
+		return c.Timer.Matches(TimerAbortGrace, t.Seq) && t.Name == TimerAbortGrace
+	}}
+	gPendingCall = &guard{Name: "pendingCall", Test: func(c *Ctx, ev chart.Event) bool {
+		i := c.index(outcomeID(ev))
+		return i >= 0 && c.Results[i] == nil
+	}}
+	gLastOutcome = &guard{Name: "lastOutcome", Test: func(c *Ctx, ev chart.Event) bool {
+		return gPendingCall.Test(c, ev) && c.pending() == 1
+	}}
+	gKnownCall = &guard{Name: "knownCall", Test: func(c *Ctx, ev chart.Event) bool {
+		return c.index(ev.(ToolStarted).CallID) >= 0
+	}}
+	gStopRequested = &guard{Name: "stopRequested", Test: func(c *Ctx, _ chart.Event) bool { return c.Paused || c.Stopped }}
+	gConcluded     = &guard{Name: "concludedNoInput", Test: func(c *Ctx, ev chart.Event) bool {
+		return c.Concluded && ev.(Drained).Messages == 0
+	}}
+	gMaxSteps = &guard{Name: "maxStepsReached", Test: func(c *Ctx, ev chart.Event) bool {
+		d := ev.(Drained)
+		return d.Messages == 0 && !d.Bypass && c.Config.MaxSteps > 0 && c.Idle >= c.Config.MaxSteps
+	}}
+)
+
+func outcomeID(ev chart.Event) string { return ev.(ToolOutcome).Result.CallID }
+
+func emptyErr(f vocab.FinishReason) *vocab.Error {
+	if f == vocab.FinishFiltered {
+		return &vocab.Error{Code: vocab.CodeFiltered, Message: "the provider filtered the reply"}
+	}
+	return &vocab.Error{Code: vocab.CodeEmptyResponse, Message: "the model returned an empty response", Retryable: true}
+}
+
+// ---- actions ----
+
+func act(run func(c *Ctx, ev chart.Event, out *chart.Out), effects ...string) *action {
+	return &action{Effects: effects, Run: run}
+}
+
+var (
+	aEnterGating = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
+		out.Emit(RunGate{Turn: c.Config.Turn, Step: c.Step + 1, First: c.Step == 0})
+	}, "run-gate")
+	aProceed = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
+		c.Step++
+		c.Attempt = 0
+		if ev.(GateProceed).Claimed > 0 {
+			c.Idle = 0
+		}
+		c.Idle++
+		c.Concluded = false
+	})
+	aEnterThinking = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
+		c.Attempt++
+		out.Emit(StartRequest{Turn: c.Config.Turn, Step: c.Step, Attempt: c.Attempt})
+	}, "start-request")
+	aRecover = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Attempt = 0 })
+	aCommitReply = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		d := ev.(ModelDone)
+		if d.Finish == vocab.FinishMaxTokens {
+			c.MaxTokens = true
+		}
+		out.Emit(CommitReply{Reply: d.Reply, Finish: d.Finish, Usage: d.Usage})
+	}, "commit-reply")
+	aTruncated = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		aCommitReply.Run(c, ev, out)
+		calls := ev.(ModelDone).Reply.ToolCalls()
+		res := make([]vocab.ToolResult, len(calls))
+		for i, call := range calls {
+			res[i] = vocab.ToolResult{CallID: call.ID, Name: call.Name, IsError: true, Code: vocab.CodeToolMaxTokens,
+				Content: "not executed: the reply hit the output token limit"}
+		}
+		out.Emit(CommitResults{Results: res})
+		c.End = &vocab.TurnEnd{Kind: vocab.EndMaxTokens}
+	}, "commit-reply", "commit-results")
+	aActing = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		aCommitReply.Run(c, ev, out)
+		c.Calls = ev.(ModelDone).Reply.ToolCalls()
+		c.Results = make([]*vocab.ToolResult, len(c.Calls))
+		c.Started = make([]bool, len(c.Calls))
+		out.Emit(SpawnTools{Step: c.Step, Calls: c.Calls})
+	}, "commit-reply", "spawn-tools")
+	aConcluded = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		aCommitReply.Run(c, ev, out)
+		c.Concluded = true
+	}, "commit-reply")
+	aEmptyRetry = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		scheduleRetry(c, emptyErr(ev.(ModelDone).Finish), 0, out)
+	}, "retry-scheduled", "start-timer")
+	aEmptyFail = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
+		fail(c, emptyErr(ev.(ModelDone).Finish))
+	})
+	aRetry = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		f := ev.(ModelFailed)
+		scheduleRetry(c, f.Err, f.Jitter, out)
+	}, "retry-scheduled", "start-timer")
+	aFail = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { fail(c, ev.(ModelFailed).Err) })
+	aRetryTimer = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Timer = chart.Timer{} })
+	aStarted = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { c.Started[c.index(ev.(ToolStarted).CallID)] = true })
+	aOutcome = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
+		r := ev.(ToolOutcome).Result
+		i := c.index(r.CallID)
+		r.Name = c.Calls[i].Name
+		c.Results[i] = &r
+		if r.StopTurn && !c.Stopped {
+			c.Stopped, c.StopReason = true, r.StopReason
+		}
+	})
+	aLastOutcome = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		aOutcome.Run(c, ev, out)
+		commitResults(c, out)
+	}, "commit-results")
+	aGraceOver = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
+		c.Timer = chart.Timer{}
+		commitResults(c, out)
+	}, "commit-results")
+	aLastOutcomeAborting = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		c.Timer.Disarm(out)
+		aLastOutcome.Run(c, ev, out)
+	}, "cancel-timer", "commit-results")
+	aSecondAbort = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
+		c.Timer.Disarm(out)
+		commitResults(c, out)
+	}, "cancel-timer", "commit-results")
+	aEnterDraining = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
+		out.Emit(Drain{Step: c.Step, Concluded: c.Concluded})
+	}, "drain")
+	aStopDone = act(func(c *Ctx, _ chart.Event, _ *chart.Out) {
+		c.End = &vocab.TurnEnd{Kind: vocab.EndCompleted}
+	})
+	aMaxSteps = act(func(c *Ctx, _ chart.Event, _ *chart.Out) {
+		c.End = &vocab.TurnEnd{Kind: vocab.EndError, Code: vocab.CodeMaxStepsExceeded,
+			Message: fmt.Sprintf("the turn ran %d steps without new input (max steps %d); raise the max-steps limit to let it go on", c.Idle, c.Config.MaxSteps)}
+	})
+	aNextStep = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
+		c.Calls, c.Results, c.Started = nil, nil, nil
+		if ev.(Drained).Messages > 0 {
+			c.Idle = 0
+		}
+	})
+	aGateEmpty = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.End = &vocab.TurnEnd{Kind: vocab.EndCompleted} })
+	aGateBlocked = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.End = &vocab.TurnEnd{Kind: vocab.EndBlocked} })
+	aGateFail = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
+		r := ev.(GateRefuse)
+		code := r.Code
+		if code == "" {
+			code = vocab.CodeHook
+		}
+		c.End = &vocab.TurnEnd{Kind: vocab.EndError, Code: code, Message: r.Message}
+	})
+	aAbort = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { setAbort(c, ev) })
+	aAbortThinking = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		setAbort(c, ev)
+		out.Emit(CancelRequest{Cause: *c.Abort})
+	}, "cancel-request")
+	aAbortRetrying = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		setAbort(c, ev)
+		c.Timer.Disarm(out)
+	}, "cancel-timer")
+	aAbortActing = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		setAbort(c, ev)
+		out.Emit(CancelTools{Cause: *c.Abort})
+		c.Timer.Arm(&c.TimerSeq, TimerAbortGrace, c.Config.AbortGrace, out)
+	}, "cancel-tools", "start-timer")
+	aPause    = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Paused = true })
+	aContinue = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Paused = false })
+	aStop     = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
+		if !c.Stopped {
+			c.Stopped, c.StopReason = true, ev.(Stop).Reason
+		}
+	})
+	aEnd = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
+		end := *c.End
+		if end.Kind == vocab.EndCompleted && c.MaxTokens {
+			end = vocab.TurnEnd{Kind: vocab.EndMaxTokens}
+			c.End = &end
+		}
+		out.Emit(EndTurn{End: end, Steps: c.Step})
+	}, "end-turn")
+)
+
+func setAbort(c *Ctx, ev chart.Event) {
+	cause := ev.(Abort).Cause
+	if c.Abort == nil {
+		c.Abort = &cause
+	}
+	c.End = &vocab.TurnEnd{Kind: vocab.EndAborted, Cause: c.Abort}
+}
+
+func fail(c *Ctx, err *vocab.Error) {
+	if err == nil {
+		err = &vocab.Error{Code: vocab.CodeInternal, Message: "model failed without an error"}
+	}
+	c.LastErr = err
+	c.End = &vocab.TurnEnd{Kind: vocab.EndError, Code: err.Code, Message: err.Message}
+}
+
+func scheduleRetry(c *Ctx, err *vocab.Error, jitter float64, out *chart.Out) {
+	c.LastErr = err
+	d := c.Config.Retry.Delay(c.Attempt, jitter, err.RetryAfter)
+	out.Emit(RetryScheduled{FailedAttempt: c.Attempt, NextAttempt: c.Attempt + 1, MaxAttempts: c.Config.Retry.MaxAttempts,
+		Delay: d, Code: err.Code, Message: err.Message})
+	c.Timer.Arm(&c.TimerSeq, TimerRetry, d, out)
+}
+
+// AbortedResult is the result given to a call cut off by an abort.
+func AbortedResult(call vocab.ToolCall, started bool, cause vocab.CancelCause) vocab.ToolResult {
+	text := fmt.Sprintf("Tool %q was aborted before execution", call.Name)
+	if started {
+		text = fmt.Sprintf("Tool %q was aborted", call.Name)
+	}
+	if cause.Kind == vocab.CancelUser {
+		text += ". The user interrupted this tool call; do not simply retry it, wait for the user's next instruction"
+	}
+	return vocab.ToolResult{CallID: call.ID, Name: call.Name, Content: text, IsError: true, Code: vocab.CodeToolAborted, Started: started}
+}
+
+// commitResults emits the batch's results in the model's order, filling
+// every missing outcome as aborted.
+func commitResults(c *Ctx, out *chart.Out) {
+	res := make([]vocab.ToolResult, len(c.Calls))
+	cause := vocab.CancelCause{Kind: vocab.CancelUser}
+	if c.Abort != nil {
+		cause = *c.Abort
+	}
+	for i, call := range c.Calls {
+		if r := c.Results[i]; r != nil {
+			res[i] = *r
+			continue
+		}
+		r := AbortedResult(call, c.Started[i], cause)
+		c.Results[i] = &r
+		res[i] = r
+	}
+	out.Emit(CommitResults{Results: res})
+}
+
+// Definition is the turn machine: the single source of its stateless
+// configuration, its diagrams and its table tests.
+var Definition = &chart.Def[Ctx]{
+	Name:    "turn",
+	Initial: Gating,
+	Version: Version,
+	States: []chart.StateSpec[Ctx]{
+		{Name: Open, Initial: Gating},
+		{Name: Gating, Parent: Open, Entry: aEnterGating},
+		{Name: Thinking, Parent: Open, Entry: aEnterThinking},
+		{Name: Retrying, Parent: Open},
+		{Name: Acting, Parent: Open, Initial: Running},
+		{Name: Running, Parent: Acting},
+		{Name: Aborting, Parent: Acting},
+		{Name: Draining, Parent: Open, Entry: aEnterDraining},
+		{Name: Done, Final: true, Entry: aEnd},
+		{Name: Failed, Final: true, Entry: aEnd},
+		{Name: Aborted, Final: true, Entry: aEnd},
+	},
+	Triggers: []chart.Trigger{TrGateProceed, TrGateEmpty, TrGateRefuse, TrModelDone, TrModelFailed, TrTimer,
+		TrToolStarted, TrToolOutcome, TrDrained, TrAbort, TrPause, TrContinue, TrStop},
+	Transitions: []edge{
+		{From: Gating, On: TrGateProceed, To: Thinking, Action: aProceed},
+		{From: Gating, On: TrGateEmpty, To: Done, Guard: gFirstStep, Action: aGateEmpty},
+		{From: Gating, On: TrGateRefuse, To: Done, Guard: gBlocked, Action: aGateBlocked},
+		{From: Gating, On: TrGateRefuse, To: Failed, Action: aGateFail},
+		{From: Gating, On: TrAbort, To: Aborted, Action: aAbort},
+
+		{From: Thinking, On: TrModelDone, To: Done, Guard: gTruncatedCalls, Action: aTruncated},
+		{From: Thinking, On: TrModelDone, To: Acting, Guard: gHasToolCalls, Action: aActing},
+		{From: Thinking, On: TrModelDone, To: Retrying, Guard: gEmptyRetry, Action: aEmptyRetry},
+		{From: Thinking, On: TrModelDone, To: Failed, Guard: gEmpty, Action: aEmptyFail},
+		{From: Thinking, On: TrModelDone, To: Draining, Action: aConcluded},
+		{From: Thinking, On: TrModelFailed, To: Thinking, Guard: gRecovered, Action: aRecover},
+		{From: Thinking, On: TrModelFailed, To: Retrying, Guard: gRetryable, Action: aRetry},
+		{From: Thinking, On: TrModelFailed, To: Failed, Action: aFail},
+		{From: Thinking, On: TrAbort, To: Aborted, Action: aAbortThinking},
+
+		{From: Retrying, On: TrTimer, To: Thinking, Guard: gRetryTimer, Action: aRetryTimer},
+		{From: Retrying, On: TrAbort, To: Aborted, Action: aAbortRetrying},
+
+		{From: Acting, On: TrToolStarted, Guard: gKnownCall, Action: aStarted},
+		{From: Running, On: TrToolOutcome, To: Draining, Guard: gLastOutcome, Action: aLastOutcome},
+		{From: Running, On: TrToolOutcome, Guard: gPendingCall, Action: aOutcome},
+		{From: Running, On: TrAbort, To: Aborting, Action: aAbortActing},
+		{From: Aborting, On: TrToolOutcome, To: Aborted, Guard: gLastOutcome, Action: aLastOutcomeAborting},
+		{From: Aborting, On: TrToolOutcome, Guard: gPendingCall, Action: aOutcome},
+		{From: Aborting, On: TrTimer, To: Aborted, Guard: gGraceTimer, Action: aGraceOver},
+		{From: Aborting, On: TrAbort, To: Aborted, Action: aSecondAbort},
+
+		{From: Draining, On: TrDrained, To: Done, Guard: gStopRequested, Action: aStopDone},
+		{From: Draining, On: TrDrained, To: Done, Guard: gConcluded, Action: aStopDone},
+		{From: Draining, On: TrDrained, To: Failed, Guard: gMaxSteps, Action: aMaxSteps},
+		{From: Draining, On: TrDrained, To: Gating, Action: aNextStep},
+		{From: Draining, On: TrAbort, To: Aborted, Action: aAbort},
+
+		{From: Open, On: TrPause, Action: aPause},
+		{From: Open, On: TrContinue, Action: aContinue},
+		{From: Open, On: TrStop, Action: aStop},
+	},
+}
+
+// Machine is a built turn machine kind. Build one per goroutine (or per
+// session lane) with New and reuse it for every turn.
+type Machine = chart.Machine[Ctx]
+
+// Instance is one turn.
+type Instance = chart.Instance[Ctx]
+
+// New builds the turn machine kind.
+func New() *Machine { return chart.MustBuild(Definition) }

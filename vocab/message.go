@@ -1,0 +1,173 @@
+package vocab
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// Role says who wrote a message.
+type Role string
+
+// Message roles.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// PartKind says what a part of a message holds.
+type PartKind string
+
+// Part kinds.
+const (
+	PartText     PartKind = "text"
+	PartThinking PartKind = "thinking"
+	PartToolCall PartKind = "tool-call"
+)
+
+// Part is one piece of a message: text, thinking, or a tool call.
+type Part struct {
+	Kind PartKind `json:"kind"`
+	// Text holds the text or thinking content.
+	Text string `json:"text,omitempty"`
+	// Call is set for PartToolCall.
+	Call *ToolCall `json:"call,omitempty"`
+}
+
+// Source says where a message came from: the user, a steer, a notification,
+// a reminder, the model, a tool, or a salvaged partial reply.
+type Source string
+
+// Message sources.
+const (
+	SourceInput     Source = "input"
+	SourceSteer     Source = "steer"
+	SourceNotify    Source = "notify"
+	SourceReminder  Source = "reminder"
+	SourceModel     Source = "model"
+	SourceTool      Source = "tool"
+	SourceSalvaged  Source = "salvaged"
+	SourceAsyncTool Source = "async-tool"
+)
+
+// Message is one entry of a conversation's history.
+type Message struct {
+	ID     ID     `json:"id,omitempty"`
+	Role   Role   `json:"role"`
+	Source Source `json:"source,omitempty"`
+	Parts  []Part `json:"parts,omitempty"`
+	// Result is set for RoleTool messages.
+	Result *ToolResult `json:"result,omitempty"`
+	// Key identifies a reminder; a newer reminder with the same key replaces
+	// an older one that is still queued.
+	Key string `json:"key,omitempty"`
+	// BypassMaxSteps lets a notification start a step past the max-steps guard.
+	BypassMaxSteps bool `json:"bypassMaxSteps,omitempty"`
+}
+
+// UserText returns a user message holding text.
+func UserText(text string) Message {
+	return Message{Role: RoleUser, Source: SourceInput, Parts: []Part{{Kind: PartText, Text: text}}}
+}
+
+// Text returns the concatenated text parts of m (thinking excluded).
+func (m Message) Text() string {
+	var b strings.Builder
+	for _, p := range m.Parts {
+		if p.Kind == PartText {
+			b.WriteString(p.Text)
+		}
+	}
+	if m.Result != nil {
+		b.WriteString(m.Result.Content)
+	}
+	return b.String()
+}
+
+// ToolCalls returns the tool calls of m in the order the model wrote them.
+func (m Message) ToolCalls() []ToolCall {
+	var calls []ToolCall
+	for _, p := range m.Parts {
+		if p.Kind == PartToolCall && p.Call != nil {
+			calls = append(calls, *p.Call)
+		}
+	}
+	return calls
+}
+
+// IsEmptyReply reports whether an assistant reply has no usable content: no
+// text and no tool call (a reply with only thinking is empty too).
+func (m Message) IsEmptyReply() bool {
+	for _, p := range m.Parts {
+		switch p.Kind {
+		case PartToolCall:
+			return false
+		case PartText:
+			if strings.TrimSpace(p.Text) != "" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ToolCall is one call the model asked for.
+type ToolCall struct {
+	ID   string          `json:"id"`
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// DeliveryKind says how a tool result's side message is delivered.
+type DeliveryKind string
+
+// DeliverySteer delivers the message as a steer (next step of this turn).
+const DeliverySteer DeliveryKind = "steer"
+
+// Delivery is a message a tool asks to send into the loop beside its result.
+type Delivery struct {
+	Kind    DeliveryKind `json:"kind"`
+	Message Message      `json:"message"`
+}
+
+// ToolResult is the one outcome every tool call ends with.
+type ToolResult struct {
+	CallID  string `json:"callId"`
+	Name    string `json:"name"`
+	Content string `json:"content"`
+	IsError bool   `json:"isError,omitempty"`
+	// Code is set for error results made by loopchart (aborted, unknown tool…).
+	Code Code `json:"code,omitempty"`
+	// Started reports whether the tool began executing.
+	Started bool `json:"started,omitempty"`
+	// StopTurn asks the loop to end the turn after this batch.
+	StopTurn   bool   `json:"stopTurn,omitempty"`
+	StopReason string `json:"stopReason,omitempty"`
+	// StopBatchAfterThis skips the calls after this one in the same batch.
+	StopBatchAfterThis bool `json:"stopBatchAfterThis,omitempty"`
+	// Note is shown to the model only.
+	Note string `json:"note,omitempty"`
+	// Delivery is a steer message to send into the loop.
+	Delivery *Delivery `json:"delivery,omitempty"`
+	// SpillPath names a file holding the full output when it was too large.
+	SpillPath string `json:"spillPath,omitempty"`
+}
+
+// ToolMessage wraps r as a tool-role history message.
+func ToolMessage(r ToolResult) Message {
+	return Message{Role: RoleTool, Source: SourceTool, Result: &r}
+}
+
+// Usage counts tokens of one model request.
+type Usage struct {
+	InputTokens      int `json:"inputTokens,omitempty"`
+	OutputTokens     int `json:"outputTokens,omitempty"`
+	CacheReadTokens  int `json:"cacheReadTokens,omitempty"`
+	CacheWriteTokens int `json:"cacheWriteTokens,omitempty"`
+}
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{u.InputTokens + v.InputTokens, u.OutputTokens + v.OutputTokens, u.CacheReadTokens + v.CacheReadTokens, u.CacheWriteTokens + v.CacheWriteTokens}
+}

@@ -1,0 +1,58 @@
+package vocab
+
+import (
+	"context"
+	"encoding/json"
+	"iter"
+)
+
+// ToolSpec describes a tool to the model.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+}
+
+// Request is one model request, built by the step gate from the current
+// history and tool registry.
+type Request struct {
+	Model     string     `json:"model,omitempty"`
+	System    string     `json:"system,omitempty"`
+	Messages  []Message  `json:"messages"`
+	Tools     []ToolSpec `json:"tools,omitempty"`
+	MaxTokens int        `json:"maxTokens,omitempty"`
+	// Turn, Step and Attempt locate the request in the session.
+	Turn    int `json:"turn"`
+	Step    int `json:"step"`
+	Attempt int `json:"attempt"`
+}
+
+// StreamPartKind says what a streamed part holds.
+type StreamPartKind string
+
+// Stream part kinds.
+const (
+	StreamText     StreamPartKind = "text"
+	StreamThinking StreamPartKind = "thinking"
+	StreamToolCall StreamPartKind = "tool-call"
+	StreamUsage    StreamPartKind = "usage"
+	StreamFinish   StreamPartKind = "finish"
+)
+
+// StreamPart is one piece of a streamed reply. Text and thinking arrive as
+// deltas; a tool call arrives whole; usage and finish close the reply.
+type StreamPart struct {
+	Kind   StreamPartKind `json:"kind"`
+	Text   string         `json:"text,omitempty"`
+	Call   *ToolCall      `json:"call,omitempty"`
+	Usage  *Usage         `json:"usage,omitempty"`
+	Finish FinishReason   `json:"finish,omitempty"`
+}
+
+// Provider streams model replies. A failed request yields a non-nil error,
+// ideally an *Error whose Retryable and RetryAfter drive the retry policy;
+// the stream ends after an error. Implementations must stop promptly when
+// ctx is cancelled.
+type Provider interface {
+	Stream(ctx context.Context, req Request) iter.Seq2[StreamPart, error]
+}
