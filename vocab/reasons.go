@@ -54,7 +54,9 @@ func (c CancelCause) Error() string { return "cancelled by " + c.String() }
 
 // Is matches CodeCancelled sentinels, so errors.Is(cause, CodeCancelled.Err())
 // holds for a cancelled context's cause.
-func (c CancelCause) Is(target error) bool { return target == errCancelled || errorsIsCode(target, CodeCancelled) }
+func (c CancelCause) Is(target error) bool {
+	return target == errCancelled || errorsIsCode(target, CodeCancelled)
+}
 
 var errCancelled = CodeCancelled.Err()
 

@@ -69,7 +69,7 @@ var (
 		d := ev.(ModelDone)
 		return d.Reply.IsEmptyReply() && c.Config.Retry.ShouldRetry(c.Attempt, emptyErr(d.Finish))
 	}}
-	gEmpty = &guard{Name: "empty", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(ModelDone).Reply.IsEmptyReply() }}
+	gEmpty     = &guard{Name: "empty", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(ModelDone).Reply.IsEmptyReply() }}
 	gRecovered = &guard{Name: "recovered", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(ModelFailed).Recovered }}
 	gRetryable = &guard{Name: "retryAllowed", Test: func(c *Ctx, ev chart.Event) bool {
 		return c.Config.Retry.ShouldRetry(c.Attempt, ev.(ModelFailed).Err)
@@ -134,7 +134,7 @@ var (
 		c.Attempt++
 		out.Emit(StartRequest{Turn: c.Config.Turn, Step: c.Step, Attempt: c.Attempt})
 	}, "start-request")
-	aRecover = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Attempt = 0 })
+	aRecover     = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Attempt = 0 })
 	aCommitReply = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		d := ev.(ModelDone)
 		if d.Finish == vocab.FinishMaxTokens {
@@ -174,10 +174,10 @@ var (
 		f := ev.(ModelFailed)
 		scheduleRetry(c, f.Err, f.Jitter, out)
 	}, "retry-scheduled", "start-timer")
-	aFail = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { fail(c, ev.(ModelFailed).Err) })
+	aFail       = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { fail(c, ev.(ModelFailed).Err) })
 	aRetryTimer = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Timer = chart.Timer{} })
-	aStarted = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { c.Started[c.index(ev.(ToolStarted).CallID)] = true })
-	aOutcome = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
+	aStarted    = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { c.Started[c.index(ev.(ToolStarted).CallID)] = true })
+	aOutcome    = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		r := ev.(ToolOutcome).Result
 		i := c.index(r.CallID)
 		r.Name = c.Calls[i].Name
@@ -218,9 +218,9 @@ var (
 			c.Idle = 0
 		}
 	})
-	aGateEmpty = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.End = &vocab.TurnEnd{Kind: vocab.EndCompleted} })
+	aGateEmpty   = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.End = &vocab.TurnEnd{Kind: vocab.EndCompleted} })
 	aGateBlocked = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.End = &vocab.TurnEnd{Kind: vocab.EndBlocked} })
-	aGateFail = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
+	aGateFail    = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		r := ev.(GateRefuse)
 		code := r.Code
 		if code == "" {
@@ -228,7 +228,7 @@ var (
 		}
 		c.End = &vocab.TurnEnd{Kind: vocab.EndError, Code: code, Message: r.Message}
 	})
-	aAbort = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { setAbort(c, ev) })
+	aAbort         = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { setAbort(c, ev) })
 	aAbortThinking = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		setAbort(c, ev)
 		out.Emit(CancelRequest{Cause: *c.Abort})
