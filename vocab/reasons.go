@@ -92,7 +92,7 @@ type TurnEnd struct {
 func (e TurnEnd) String() string {
 	switch {
 	case e.Kind == EndAborted && e.Cause != nil:
-		return fmt.Sprintf("aborted{%s}", e.Cause)
+		return "aborted{" + e.Cause.String() + "}"
 	case e.Kind == EndError:
 		return fmt.Sprintf("error{%s: %s}", e.Code, e.Message)
 	}
