@@ -12,6 +12,7 @@ require (
 
 require (
 	github.com/pmezard/go-difflib v1.0.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/mod v0.42.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 )

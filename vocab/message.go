@@ -96,6 +96,16 @@ func (m Message) ToolCalls() []ToolCall {
 	return calls
 }
 
+// HasToolCalls reports whether m holds at least one tool call.
+func (m Message) HasToolCalls() bool {
+	for _, p := range m.Parts {
+		if p.Kind == PartToolCall && p.Call != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // IsEmptyReply reports whether an assistant reply has no usable content: no
 // text and no tool call (a reply with only thinking is empty too).
 func (m Message) IsEmptyReply() bool {

@@ -230,15 +230,21 @@ func (m *Machine[C]) configure() {
 	for i, t := range m.def.Transitions {
 		from := stateKey(m.stateIdx[t.From])
 		tr := triggerKey(m.trigIdx[t.On])
-		guard := func(context.Context, ...any) bool { return m.chosen == i }
+		// resolve already chose the transition; stateless only needs to
+		// tell apart the transitions of one (state, trigger) group, so a
+		// lone transition gets no stateless guard at all.
+		var guards []stateless.GuardFunc
+		if len(m.table[from][tr]) > 1 {
+			guards = append(guards, func(context.Context, ...any) bool { return m.chosen == i })
+		}
 		sc := m.sm.Configure(from)
 		switch {
 		case t.To == "":
-			sc.InternalTransition(tr, func(context.Context, ...any) error { m.runTransitionAction(); return nil }, guard)
+			sc.InternalTransition(tr, func(context.Context, ...any) error { m.runTransitionAction(); return nil }, guards...)
 		case t.To == t.From:
-			sc.PermitReentry(tr, guard)
+			sc.PermitReentry(tr, guards...)
 		default:
-			sc.Permit(tr, stateKey(m.stateIdx[t.To]), guard)
+			sc.Permit(tr, stateKey(m.stateIdx[t.To]), guards...)
 		}
 	}
 }
@@ -335,7 +341,12 @@ func (m *Machine[C]) resolve(inst *Instance[C], ev Event) (int, error) {
 				if g == nil || m.testGuard(g, inst, ev) {
 					return i, nil
 				}
-				failed = append(failed, g.Name)
+			}
+		}
+		// Nothing passed: name the guards that failed (cold path).
+		for s := inst.state; s != 0; s = m.states[s].parent {
+			for _, i := range m.table[s][tr] {
+				failed = append(failed, m.def.Transitions[i].Guard.Name)
 			}
 		}
 	}

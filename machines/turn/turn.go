@@ -60,10 +60,10 @@ var (
 	// A reply cut off by the output limit: its tool calls are not executed.
 	gTruncatedCalls = &guard{Name: "truncatedCalls", Test: func(_ *Ctx, ev chart.Event) bool {
 		d := ev.(ModelDone)
-		return d.Finish == vocab.FinishMaxTokens && len(d.Reply.ToolCalls()) > 0
+		return d.Finish == vocab.FinishMaxTokens && d.Reply.HasToolCalls()
 	}}
 	gHasToolCalls = &guard{Name: "hasToolCalls", Test: func(_ *Ctx, ev chart.Event) bool {
-		return len(ev.(ModelDone).Reply.ToolCalls()) > 0
+		return ev.(ModelDone).Reply.HasToolCalls()
 	}}
 	gEmptyRetry = &guard{Name: "emptyRetryable", Test: func(c *Ctx, ev chart.Event) bool {
 		d := ev.(ModelDone)
@@ -319,7 +319,7 @@ func commitResults(c *Ctx, out *chart.Out) {
 // configuration, its diagrams and its table tests.
 var Definition = &chart.Def[Ctx]{
 	Name:    "turn",
-	Initial: Gating,
+	Initial: Open,
 	Version: Version,
 	States: []chart.StateSpec[Ctx]{
 		{Name: Open, Initial: Gating},
