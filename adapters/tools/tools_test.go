@@ -1,0 +1,70 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"testing/fstest"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/loopchart/loopchart/vocab"
+)
+
+func TestExecute(t *testing.T) {
+	fsys := fstest.MapFS{"a.txt": {Data: []byte("one two three")}, "d/b.txt": {Data: []byte("x")}}
+	panicky := Func("boom", "", "{}", func(context.Context, struct{}) (string, error) { panic("kaboom") })
+	failing := Func("fail", "", "{}", func(context.Context, struct{}) (string, error) { return "", errors.New("disk on fire") })
+	r, err := NewRegistry(append(FileTools(fsys), panicky, failing)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		call vocab.ToolCall
+		want vocab.ToolResult
+	}{
+		{"list", vocab.ToolCall{ID: "1", Name: "list_files", Args: json.RawMessage(`{"path":"."}`)},
+			vocab.ToolResult{CallID: "1", Name: "list_files", Content: "a.txt\nd/b.txt", Started: true}},
+		{"read", vocab.ToolCall{ID: "2", Name: "read_file", Args: json.RawMessage(`{"path":"a.txt"}`)},
+			vocab.ToolResult{CallID: "2", Name: "read_file", Content: "one two three", Started: true}},
+		{"count", vocab.ToolCall{ID: "3", Name: "word_count", Args: json.RawMessage(`{"path":"a.txt"}`)},
+			vocab.ToolResult{CallID: "3", Name: "word_count", Content: "3 words", Started: true}},
+		{"unknown", vocab.ToolCall{ID: "4", Name: "nope"},
+			vocab.ToolResult{CallID: "4", Name: "nope", Content: "Tool nope not found", IsError: true, Code: vocab.CodeToolUnknown}},
+		{"bad json", vocab.ToolCall{ID: "5", Name: "read_file", Args: json.RawMessage(`{"path":`)},
+			vocab.ToolResult{CallID: "5", Name: "read_file", Content: `Tool read_file: arguments are not valid JSON: {"path":`, IsError: true, Code: vocab.CodeToolBadArguments}},
+		{"wrong field", vocab.ToolCall{ID: "6", Name: "read_file", Args: json.RawMessage(`{"path":7}`)},
+			vocab.ToolResult{CallID: "6", Name: "read_file", Content: "bad arguments for read_file: json: cannot unmarshal number into Go struct field PathArgs.path of type string", IsError: true, Code: vocab.CodeToolBadArguments, Started: true}},
+		{"panic", vocab.ToolCall{ID: "7", Name: "boom"},
+			vocab.ToolResult{CallID: "7", Name: "boom", Content: `Tool "boom" failed: panic: kaboom`, IsError: true, Code: vocab.CodeToolFailed, Started: true}},
+		{"error", vocab.ToolCall{ID: "8", Name: "fail"},
+			vocab.ToolResult{CallID: "8", Name: "fail", Content: `Tool "fail" failed: disk on fire`, IsError: true, Code: vocab.CodeToolFailed, Started: true}},
+		{"missing file", vocab.ToolCall{ID: "9", Name: "read_file", Args: json.RawMessage(`{"path":"zz"}`)},
+			vocab.ToolResult{CallID: "9", Name: "read_file", Content: `Tool "read_file" failed: open zz: file does not exist`, IsError: true, Code: vocab.CodeToolFailed, Started: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := r.Execute(context.Background(), c.call, nil)
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	fsys := fstest.MapFS{}
+	if _, err := NewRegistry(ReadFile(fsys), ReadFile(fsys)); !errors.Is(err, vocab.CodeBadInput.Err()) {
+		t.Errorf("duplicate tool: got %v", err)
+	}
+	r, _ := NewRegistry(FileTools(fsys)...)
+	var names []string
+	for _, s := range r.Specs() {
+		names = append(names, s.Name)
+	}
+	if diff := cmp.Diff([]string{"list_files", "read_file", "word_count"}, names); diff != "" {
+		t.Error(diff)
+	}
+}
