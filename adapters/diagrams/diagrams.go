@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/loopchart/loopchart/machines/chart"
+	"github.com/loopchart/loopchart/machines/tool"
 	"github.com/loopchart/loopchart/machines/turn"
 )
 
@@ -43,6 +44,7 @@ func entry[C any](d *chart.Def[C]) renderer {
 
 var machines = map[string]renderer{
 	"turn": entry(turn.Definition),
+	"tool": entry(tool.Definition),
 }
 
 // Machines lists the machines that can be drawn, sorted.
