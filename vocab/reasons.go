@@ -98,3 +98,58 @@ func (e TurnEnd) String() string {
 	}
 	return string(e.Kind)
 }
+
+// PromptKind says how a submitted prompt ended.
+type PromptKind string
+
+// Prompt outcomes.
+const (
+	PromptCompleted PromptKind = "completed"
+	PromptFailed    PromptKind = "failed"
+	PromptCancelled PromptKind = "cancelled"
+	PromptBlocked   PromptKind = "blocked"
+)
+
+// PromptResult is how a submitted prompt ended: completed{steps, truncated,
+// stopReason} | failed{steps, error} | cancelled{steps, reason} | blocked.
+type PromptResult struct {
+	Kind  PromptKind `json:"kind"`
+	Steps int        `json:"steps"`
+	// Truncated reports that the last reply hit the output token limit.
+	Truncated bool `json:"truncated,omitempty"`
+	// StopReason is the first reason a tool or hook gave to stop the turn.
+	StopReason string `json:"stopReason,omitempty"`
+	// Err is set for failed prompts.
+	Err *Error `json:"error,omitempty"`
+	// Reason is set for cancelled prompts.
+	Reason *CancelCause `json:"reason,omitempty"`
+	// Detail explains a blocked prompt.
+	Detail string `json:"detail,omitempty"`
+}
+
+// String renders the result compactly, e.g. "completed{steps=2}".
+func (r PromptResult) String() string {
+	switch r.Kind {
+	case PromptCompleted:
+		s := fmt.Sprintf("completed{steps=%d", r.Steps)
+		if r.Truncated {
+			s += " truncated"
+		}
+		if r.StopReason != "" {
+			s += " stop=" + r.StopReason
+		}
+		return s + "}"
+	case PromptFailed:
+		return fmt.Sprintf("failed{steps=%d error=%v}", r.Steps, r.Err)
+	case PromptCancelled:
+		reason := ""
+		if r.Reason != nil {
+			reason = r.Reason.String()
+		}
+		return fmt.Sprintf("cancelled{steps=%d reason=%s}", r.Steps, reason)
+	}
+	if r.Detail != "" {
+		return "blocked{" + r.Detail + "}"
+	}
+	return string(r.Kind)
+}
