@@ -141,8 +141,7 @@ type Engine struct {
 	rootCtx  context.Context
 	rootStop context.CancelCauseFunc
 
-	mu     sync.Mutex // guards closed and the fields read by other goroutines
-	closed bool
+	counters
 
 	// Everything below is owned by the lane goroutine.
 	agentM *agent.Machine
@@ -259,10 +258,12 @@ func (e *Engine) Session() vocab.ID { return e.session }
 
 // post hands an item to the lane. It fails once the lane has stopped.
 func (e *Engine) post(it item) error {
+	e.inflight.Add(1)
 	select {
 	case e.queue <- it:
 		return nil
 	case <-e.laneDone:
+		e.inflight.Add(-1)
 		return ErrClosed
 	}
 }
@@ -296,8 +297,10 @@ type callItem struct {
 // spawn runs f on a worker goroutine tracked for Close.
 func (e *Engine) spawn(f func()) {
 	e.workers.Add(1)
+	e.active.Add(1)
 	go func() {
 		defer e.workers.Done()
+		defer e.active.Add(-1)
 		f()
 	}()
 }
@@ -309,6 +312,7 @@ func (e *Engine) lane() {
 		select {
 		case it := <-e.queue:
 			e.handle(it)
+			e.inflight.Add(-1)
 		case <-e.closeReq:
 			e.closeReq = nil
 			e.beginClose()

@@ -158,12 +158,12 @@ func (e *Engine) resolve(id vocab.ID, w *promptWait, r vocab.PromptResult) {
 
 func (e *Engine) startTimer(k timerKey, f chart.StartTimer) {
 	e.workers.Add(1)
+	e.timerN.Add(1)
 	t := e.opt.Clock.AfterFunc(f.Delay, func() {
 		defer e.workers.Done()
-		select {
-		case e.queue <- timerFired{key: k}:
-		case <-e.laneDone:
-		case <-e.rootCtx.Done():
+		defer e.timerN.Add(-1)
+		if e.rootCtx.Err() == nil {
+			_ = e.post(timerFired{key: k})
 		}
 	})
 	e.timers[k] = t
@@ -174,6 +174,7 @@ func (e *Engine) stopTimer(k timerKey) {
 		delete(e.timers, k)
 		if t.Stop() {
 			e.workers.Done()
+			e.timerN.Add(-1)
 		}
 	}
 }

@@ -1,5 +1,6 @@
 // Command loopchart runs and explains loopchart agent loops.
 //
+//	loopchart demo [--script FILE] [--events json] [--color] [--instant]
 //	loopchart diagram [--format dot|mermaid] <machine>   print a machine's diagram
 //	loopchart diagram --write DIR                        write every diagram into DIR
 package main
@@ -29,6 +30,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var err error
 	switch args[0] {
+	case "demo":
+		err = demoCmd(ctx, args[1:], stdout)
 	case "diagram":
 		err = diagramCmd(args[1:], stdout)
 	case "help", "-h", "--help":
@@ -44,7 +47,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
-	_ = ctx
 	return 0
 }
 
@@ -52,6 +54,8 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: loopchart <command> [flags]
 
 commands:
+  demo [--script FILE] [--events json] [--color] [--instant]
+                                            run a scripted session and print its timeline
   diagram [--format dot|mermaid] <machine>  print the diagram of agent, turn or tool
   diagram --write DIR                       write every diagram into DIR
 `)
