@@ -184,24 +184,24 @@ func (s *Service) beforeSubmitPrompt(ctx context.Context, p vocab.Message) (bool
 
 // Prompt is a submitted prompt; Wait returns how it ended.
 type Prompt struct {
-	ID  vocab.ID
-	svc *Service
+	ID vocab.ID
+	p  *engine.Pending
 }
 
 // Wait blocks until the prompt's turn ends (or it is cancelled or blocked
 // before it starts).
 func (p *Prompt) Wait(ctx context.Context) (vocab.PromptResult, error) {
-	return p.svc.eng.Wait(ctx, p.ID)
+	return p.p.Wait(ctx)
 }
 
 // Submit queues a prompt for its own turn (the next-turn queue: a prompt
 // submitted while a turn runs is a follow-up) and wakes the agent.
 func (s *Service) Submit(msg vocab.Message) (*Prompt, error) {
-	id, err := s.eng.Submit(msg)
+	p, err := s.eng.Submit(msg)
 	if err != nil {
 		return nil, err
 	}
-	return &Prompt{ID: id, svc: s}, nil
+	return &Prompt{ID: p.ID, p: p}, nil
 }
 
 // SubmitText submits a user text prompt.

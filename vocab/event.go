@@ -58,6 +58,8 @@ type TransitionPayload struct {
 	To       string `json:"to"`
 	Trigger  string `json:"trigger"`
 	Guard    string `json:"guard,omitempty"`
+	// Internal is set for transitions that leave no state.
+	Internal bool `json:"internal,omitempty"`
 }
 
 // TurnEndPayload carries why a turn ended.

@@ -177,6 +177,8 @@ type Engine struct {
 	lastFinish    vocab.FinishReason
 	stopReason    string
 	closing       bool
+	discarded     []vocab.ID
+	lastCancel    vocab.CancelCause
 	closeDone     []chan error
 	specs         []vocab.ToolSpec
 }
@@ -360,8 +362,27 @@ func (e *Engine) handle(it item) {
 
 // ---- public inputs ----
 
-// Submit queues a prompt for its own turn and returns its id.
-func (e *Engine) Submit(msg vocab.Message) (vocab.ID, error) {
+// Pending is a submitted prompt.
+type Pending struct {
+	ID vocab.ID
+	w  *promptWait
+}
+
+// Wait blocks until the prompt ends and returns how it ended.
+func (p *Pending) Wait(ctx context.Context) (vocab.PromptResult, error) {
+	select {
+	case <-p.w.done:
+		return p.w.result, nil
+	case <-ctx.Done():
+		return vocab.PromptResult{}, context.Cause(ctx)
+	}
+}
+
+// Done is closed when the prompt has ended.
+func (p *Pending) Done() <-chan struct{} { return p.w.done }
+
+// Submit queues a prompt for its own turn.
+func (e *Engine) Submit(msg vocab.Message) (*Pending, error) {
 	msg = e.stamp(msg, vocab.SourceInput)
 	w := &promptWait{done: make(chan struct{})}
 	err := e.call(context.Background(), func() error {
@@ -372,7 +393,10 @@ func (e *Engine) Submit(msg vocab.Message) (vocab.ID, error) {
 		}
 		return nil
 	})
-	return msg.ID, err
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{ID: msg.ID, w: w}, nil
 }
 
 // Steer queues input for the running turn's next step (or the next turn
@@ -411,7 +435,10 @@ func (e *Engine) Cancel(cause vocab.CancelCause, keepInbox bool) error {
 	if cause.Kind == "" {
 		cause.Kind = vocab.CancelUser
 	}
-	return e.input(agent.Cancel{Cause: cause, KeepInbox: keepInbox})
+	return e.call(context.Background(), func() error {
+		e.lastCancel = cause
+		return e.fireAgent(agent.Cancel{Cause: cause, KeepInbox: keepInbox})
+	})
 }
 
 // Pause stops the agent from starting turns; a running turn ends at its
@@ -436,26 +463,6 @@ func (e *Engine) stamp(msg vocab.Message, src vocab.Source) vocab.Message {
 		msg.Source = src
 	}
 	return msg
-}
-
-// Wait blocks until the prompt id ends and returns how it ended.
-func (e *Engine) Wait(ctx context.Context, id vocab.ID) (vocab.PromptResult, error) {
-	var w *promptWait
-	if err := e.call(ctx, func() error {
-		w = e.prompts[id]
-		if w == nil {
-			return vocab.Errorf(vocab.CodeBadInput, "unknown prompt %s", id)
-		}
-		return nil
-	}); err != nil {
-		return vocab.PromptResult{}, err
-	}
-	select {
-	case <-w.done:
-		return w.result, nil
-	case <-ctx.Done():
-		return vocab.PromptResult{}, context.Cause(ctx)
-	}
 }
 
 // RunMaintenance runs job while the agent is idle (public status stays
@@ -556,10 +563,14 @@ func (e *Engine) beginClose() {
 // cleanup answers the agent's Cleanup effect: cancel everything, stop the
 // timers, and report Closed once every worker has returned.
 func (e *Engine) cleanup() {
-	e.rootStop(vocab.CancelCause{Kind: vocab.CancelDisposed})
-	for k, t := range e.timers {
-		t.Stop()
-		delete(e.timers, k)
+	disposed := vocab.CancelCause{Kind: vocab.CancelDisposed}
+	e.lastCancel = disposed
+	e.rootStop(disposed)
+	// Close the open turn now (a second abort ends it at once, filling
+	// missing tool results), so the log never keeps a turn open.
+	e.hardStop(disposed)
+	for k := range e.timers {
+		e.stopTimer(k)
 	}
 	// Workers post with a select on laneDone, but the lane is still running
 	// here, so keep serving the queue until they are all gone.

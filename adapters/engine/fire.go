@@ -24,8 +24,20 @@ func (e *Engine) fireAgent(ev chart.Event) error {
 		return err
 	}
 	e.logTransitions(out, "")
+	// Effects may fire the agent again (a turn that ends at once): keep this
+	// fire's discards apart from the nested one's.
+	outer := e.discarded
+	e.discarded = nil
+	defer func() { e.discarded = outer }()
 	for _, eff := range out.Effects {
 		e.agentEffect(eff)
+	}
+	// Prompts taken off the queue and not blocked were cancelled.
+	for _, id := range e.discarded {
+		if w := e.prompts[id]; w != nil {
+			cause := e.lastCancel
+			e.resolve(id, w, vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: &cause})
+		}
 	}
 	return nil
 }
@@ -60,7 +72,7 @@ func (e *Engine) fireTool(r *toolRun, ev chart.Event) error {
 func (e *Engine) logTransitions(out *chart.Out, instance string) {
 	for _, r := range out.Transitions {
 		e.emit(vocab.EventTransition, vocab.TransitionPayload{Machine: r.Machine, Instance: instance,
-			From: string(r.From), To: string(r.To), Trigger: string(r.Trigger), Guard: r.Guard})
+			From: string(r.From), To: string(r.To), Trigger: string(r.Trigger), Guard: r.Guard, Internal: r.Internal})
 	}
 }
 
@@ -86,9 +98,7 @@ func (e *Engine) agentEffect(eff chart.Effect) {
 		e.emit(vocab.EventInboxSpliced, vocab.InboxPayload{Target: string(f.Target), Op: string(f.Op), Messages: f.Messages})
 		if f.Op == agent.OpDiscarded && f.Target == agent.TargetNextTurn {
 			for _, m := range f.Messages {
-				if w := e.prompts[m.ID]; w != nil {
-					e.resolve(m.ID, w, vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: e.agent.Ctx.Abort})
-				}
+				e.discarded = append(e.discarded, m.ID)
 			}
 		}
 	case agent.Status:

@@ -34,11 +34,11 @@ func TestSmokeDemo(t *testing.T) {
 			clk.AdvanceToNext()
 		}
 	}()
-	id, err := e.Submit(vocab.UserText("how long is notes.txt?"))
+	p, err := e.Submit(vocab.UserText("how long is notes.txt?"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.Wait(ctx, id)
+	res, err := p.Wait(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

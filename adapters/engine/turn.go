@@ -109,7 +109,10 @@ func (e *Engine) onGate(g gateResult) {
 	case g.err != nil:
 		e.must(e.fireTurn(turn.GateRefuse{Code: vocab.CodeHook, Message: g.err.Error()}))
 	case g.reject:
-		e.emit(vocab.EventInboxSpliced, vocab.InboxPayload{Target: "step", Op: "rejected", Messages: g.claimed})
+		if len(g.claimed) > 0 {
+			// Rejected claims are not re-queued; the log keeps them.
+			e.emit(vocab.EventInboxSpliced, vocab.InboxPayload{Target: "step", Op: "rejected", Messages: g.claimed})
+		}
 		e.must(e.fireTurn(turn.GateRefuse{Blocked: true, Message: g.reason}))
 	case len(g.claimed) == 0 && g.step == 1 && !e.resumable():
 		e.must(e.fireTurn(turn.GateEmpty{}))
@@ -419,7 +422,10 @@ func (e *Engine) onToolDone(d toolDone) {
 	if r == nil || e.toolM.IsFinal(r.inst) {
 		return
 	}
-	if d.result.IsError && d.result.Code == vocab.CodeToolFailed {
+	// A call cut off by its cancelled context settles as aborted (the tool
+	// machine writes the standard abort text); other results, errors and
+	// panics included, go through the after-hook.
+	if d.result.IsError && d.result.Code == vocab.CodeToolAborted {
 		e.must(e.fireTool(r, tool.ExecFailed{Message: d.result.Content}))
 		return
 	}

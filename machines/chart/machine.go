@@ -232,9 +232,12 @@ func (m *Machine[C]) configure() {
 		tr := triggerKey(m.trigIdx[t.On])
 		// resolve already chose the transition; stateless only needs to
 		// tell apart the transitions of one (state, trigger) group, so a
-		// lone transition gets no stateless guard at all.
+		// lone transition gets no stateless guard at all — unless a
+		// superstate also handles the trigger: stateless looks at the
+		// substate first and would take its transition even when resolve
+		// chose the superstate's.
 		var guards []stateless.GuardFunc
-		if len(m.table[from][tr]) > 1 {
+		if len(m.table[from][tr]) > 1 || m.inherits(int(from), int(tr)) {
 			guards = append(guards, func(context.Context, ...any) bool { return m.chosen == i })
 		}
 		sc := m.sm.Configure(from)
@@ -247,6 +250,17 @@ func (m *Machine[C]) configure() {
 			sc.Permit(tr, stateKey(m.stateIdx[t.To]), guards...)
 		}
 	}
+}
+
+// inherits reports whether a proper ancestor of state s declares a
+// transition for trigger tr.
+func (m *Machine[C]) inherits(s, tr int) bool {
+	for p := m.states[s].parent; p != 0; p = m.states[p].parent {
+		if len(m.table[p][tr]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // runTransitionAction runs the chosen transition's action once per Fire,
