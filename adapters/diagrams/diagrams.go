@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/loopchart/loopchart/machines/agent"
 	"github.com/loopchart/loopchart/machines/chart"
 	"github.com/loopchart/loopchart/machines/tool"
 	"github.com/loopchart/loopchart/machines/turn"
@@ -43,8 +44,9 @@ func entry[C any](d *chart.Def[C]) renderer {
 }
 
 var machines = map[string]renderer{
-	"turn": entry(turn.Definition),
-	"tool": entry(tool.Definition),
+	"agent": entry(agent.Definition),
+	"turn":  entry(turn.Definition),
+	"tool":  entry(tool.Definition),
 }
 
 // Machines lists the machines that can be drawn, sorted.

@@ -127,7 +127,12 @@ func Mermaid[C any](d *Def[C]) string {
 	var writeStates func(parent State, indent string)
 	writeStates = func(parent State, indent string) {
 		for _, s := range children(d, parent) {
-			for _, n := range stateNotes(s) {
+			notes := stateNotes(s)
+			if len(notes) == 0 && !hasChildren(d, s.Name) {
+				// Declare it here so it is drawn inside its parent.
+				fmt.Fprintf(&b, "%s%s\n", indent, s.Name)
+			}
+			for _, n := range notes {
 				fmt.Fprintf(&b, "%s%s : %s\n", indent, s.Name, n)
 			}
 			if hasChildren(d, s.Name) {
