@@ -52,7 +52,8 @@ type StreamPart struct {
 // Provider streams model replies. A failed request yields a non-nil error,
 // ideally an *Error whose Retryable and RetryAfter drive the retry policy;
 // the stream ends after an error. Implementations must stop promptly when
-// ctx is cancelled.
+// ctx is cancelled, and must treat the request as read-only: its slices are
+// shared with the session.
 type Provider interface {
 	Stream(ctx context.Context, req Request) iter.Seq2[StreamPart, error]
 }

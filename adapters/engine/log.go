@@ -23,11 +23,16 @@ type Sink interface {
 // stall the loop. Readers that must see everything read the log itself
 // (Events), which keeps every event.
 type MemoryLog struct {
-	mu     sync.Mutex
-	events []vocab.Event
+	mu sync.Mutex
+	// chunks hold the events in fixed-size blocks, so a long log never
+	// copies what it already holds when it grows.
+	chunks [][]vocab.Event
+	n      int
 	subs   map[*Subscription]struct{}
 	closed bool
 }
+
+const chunkSize = 1024
 
 // NewMemoryLog returns an empty log.
 func NewMemoryLog() *MemoryLog {
@@ -41,7 +46,12 @@ func (l *MemoryLog) Append(ev vocab.Event) error {
 	if l.closed {
 		return vocab.Errorf(vocab.CodeClosed, "event log is closed")
 	}
-	l.events = append(l.events, ev)
+	if len(l.chunks) == 0 || len(l.chunks[len(l.chunks)-1]) == chunkSize {
+		l.chunks = append(l.chunks, make([]vocab.Event, 0, chunkSize))
+	}
+	last := &l.chunks[len(l.chunks)-1]
+	*last = append(*last, ev)
+	l.n++
 	for s := range l.subs {
 		select {
 		case s.ch <- ev:
@@ -58,14 +68,18 @@ func (l *MemoryLog) Append(ev vocab.Event) error {
 func (l *MemoryLog) Events() []vocab.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]vocab.Event(nil), l.events...)
+	out := make([]vocab.Event, 0, l.n)
+	for _, c := range l.chunks {
+		out = append(out, c...)
+	}
+	return out
 }
 
 // Len returns the number of events appended so far.
 func (l *MemoryLog) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.events)
+	return l.n
 }
 
 // Close ends every subscription; later appends fail.
@@ -104,13 +118,15 @@ func (l *MemoryLog) Subscribe(buffer int, replay bool) *Subscription {
 	defer l.mu.Unlock()
 	s := &Subscription{log: l, ch: make(chan vocab.Event, buffer)}
 	if replay {
-		if len(l.events) > buffer {
+		if l.n > buffer {
 			s.dropped = true
 			close(s.ch)
 			return s
 		}
-		for _, ev := range l.events {
-			s.ch <- ev
+		for _, c := range l.chunks {
+			for _, ev := range c {
+				s.ch <- ev
+			}
 		}
 	}
 	if l.closed {

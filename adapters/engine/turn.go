@@ -93,7 +93,7 @@ func (e *Engine) runGate(f turn.RunGate) {
 		e.onGate(gateResult{turn: f.Turn, step: f.Step, claimed: claimed})
 		return
 	}
-	g := &GateContext{StepInfo: info, Claimed: claimed, History: slices.Clone(e.history)}
+	g := &GateContext{StepInfo: info, Claimed: claimed, History: slices.Clip(e.history)}
 	ctx := e.turnCtx
 	e.spawn(func() {
 		err := safeHook(func() error { return hook(ctx, g) })
@@ -168,7 +168,10 @@ type modelEnd struct {
 }
 
 func (e *Engine) startRequest(f turn.StartRequest) {
-	req := vocab.Request{Model: e.opt.Model, System: e.opt.System, Messages: slices.Clone(e.history),
+	// History is append-only on the lane, so the request shares it, clipped:
+	// an append by the provider cannot reach the engine's array. Providers
+	// must treat the request as read-only (vocab.Provider says so).
+	req := vocab.Request{Model: e.opt.Model, System: e.opt.System, Messages: slices.Clip(e.history),
 		Tools: e.specs, MaxTokens: e.opt.MaxTokens, Turn: f.Turn, Step: f.Step, Attempt: f.Attempt}
 	e.modelGen++
 	gen := e.modelGen
