@@ -30,7 +30,7 @@ import (
 //	      [stop-after-step=N] [retry-on=CODE] [claim-rewrite=TEXT]
 //	do                   input: one action per line, each followed by settle:
 //	                     submit TEXT | steer TEXT | inject TEXT | notify TEXT [bypass]
-//	                     remind KEY TEXT | cancel [cause=K] [keep-inbox] | pause | continue
+//	                     drop-notification (the last one) | remind KEY TEXT | cancel [cause=K] [keep-inbox] | pause | continue
 //	                     advance DURATION | maintenance | maintenance-end | close
 //	trace                the events since the last trace, compactly
 //	results              every prompt's result, in submission order
@@ -43,6 +43,7 @@ type scenario struct {
 	seen    int
 	prompts []*agentsvc.Prompt
 	texts   []string
+	notes   []*agentsvc.Notification
 	maint   chan struct{}
 	maintRC chan error
 }
@@ -221,6 +222,7 @@ func (s *scenario) do(d *datadriven.TestData) string {
 		cmd, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
 		text, flags := parseText(rest)
 		var err error
+		extra := ""
 		switch cmd {
 		case "submit":
 			var p *agentsvc.Prompt
@@ -234,8 +236,17 @@ func (s *scenario) do(d *datadriven.TestData) string {
 		case "inject":
 			_, err = s.svc.Inject(vocab.UserText(text))
 		case "notify":
-			_, err = s.svc.Notify(vocab.Message{Role: vocab.RoleUser, Parts: []vocab.Part{{Kind: vocab.PartText, Text: text}}},
+			var n *agentsvc.Notification
+			n, err = s.svc.Notify(vocab.Message{Role: vocab.RoleUser, Parts: []vocab.Part{{Kind: vocab.PartText, Text: text}}},
 				agentsvc.NotifyOptions{BypassMaxSteps: flags["bypass"] != ""})
+			if err == nil {
+				s.notes = append(s.notes, n)
+			}
+		case "drop-notification":
+			n := s.notes[len(s.notes)-1]
+			var ok bool
+			ok, err = n.Drop()
+			extra = fmt.Sprintf("dropped=%t\n", ok)
 		case "remind":
 			key, msg, _ := strings.Cut(text, " ")
 			if u, uerr := strconv.Unquote(msg); uerr == nil {
@@ -288,7 +299,7 @@ func (s *scenario) do(d *datadriven.TestData) string {
 		default:
 			d.Fatalf(s.t, "unknown action %q", cmd)
 		}
-		fmt.Fprintf(&b, "> %s\n", line)
+		fmt.Fprintf(&b, "> %s\n%s", line, extra)
 		if err != nil {
 			fmt.Fprintf(&b, "error: %v\n", err)
 		}

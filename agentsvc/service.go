@@ -221,9 +221,24 @@ type NotifyOptions struct {
 	BypassMaxSteps bool
 }
 
-// Notify queues a notification for the next step and wakes the agent.
-func (s *Service) Notify(msg vocab.Message, opt NotifyOptions) (vocab.ID, error) {
-	return s.eng.Notify(msg, opt.BypassMaxSteps)
+// Notification is a queued notification.
+type Notification struct {
+	ID  vocab.ID
+	eng *engine.Engine
+}
+
+// Drop withdraws the notification if no step has claimed it yet; it
+// reports whether it did.
+func (n *Notification) Drop() (bool, error) { return n.eng.Drop(n.ID) }
+
+// Notify queues a notification for the next step and wakes the agent. The
+// returned handle can drop it while it is still queued.
+func (s *Service) Notify(msg vocab.Message, opt NotifyOptions) (*Notification, error) {
+	id, err := s.eng.Notify(msg, opt.BypassMaxSteps)
+	if err != nil {
+		return nil, err
+	}
+	return &Notification{ID: id, eng: s.eng}, nil
 }
 
 // Remind queues a reminder under key; a queued reminder with the same key

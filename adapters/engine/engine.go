@@ -441,6 +441,25 @@ func (e *Engine) Cancel(cause vocab.CancelCause, keepInbox bool) error {
 	})
 }
 
+// Drop takes a still-queued message off the inbox. It reports false when
+// the message was already claimed (or never queued). A dropped prompt ends
+// cancelled.
+func (e *Engine) Drop(id vocab.ID) (bool, error) {
+	dropped := false
+	err := e.call(context.Background(), func() error {
+		e.lastCancel = vocab.CancelCause{Kind: vocab.CancelUser, Reason: "dropped"}
+		if err := e.fireAgent(agent.Drop{ID: id}); err != nil {
+			if errors.Is(err, vocab.CodeGuardRejected.Err()) {
+				return nil
+			}
+			return err
+		}
+		dropped = true
+		return nil
+	})
+	return dropped, err
+}
+
 // Pause stops the agent from starting turns; a running turn ends at its
 // next drain.
 func (e *Engine) Pause() error { return e.input(agent.Pause{}) }

@@ -187,6 +187,7 @@ var (
 	gBackground = &guard{Name: "backgroundRunning", Test: goes(outWaiting)}
 	// gLastBackground: the last background tool ended and nothing starts.
 	gLastBackground = &guard{Name: "lastBackground", Test: goes(outReady)}
+	gQueuedID       = &guard{Name: "queuedID", Test: func(c *Ctx, ev chart.Event) bool { return c.queued(ev.(Drop).ID) }}
 	gNewMessage     = &guard{Name: "newMessage", Test: func(c *Ctx, ev chart.Event) bool {
 		m, ok := input(ev)
 		if r, isRemind := ev.(Remind); isRemind && r.Key == "" {
@@ -303,6 +304,22 @@ func AsyncNotice(e BackgroundDone, name string) vocab.Message {
 // wake cannot be served now (maintenance, running.aborting): a steer after
 // an abort goes to next-turn, and a waking input latches the wake unless
 // the abort's cause is disposed.
+// drop removes the queued message ev names from its list.
+func drop(c *Ctx, ev chart.Event, out *chart.Out) {
+	id := ev.(Drop).ID
+	for _, t := range []Target{TargetNextTurn, TargetNextStep, TargetReminders} {
+		l := list(c, t)
+		for i := range *l {
+			if (*l)[i].ID == id {
+				m := (*l)[i]
+				*l = shrink(slices.Delete(*l, i, i+1))
+				out.Emit(Inbox{Target: t, Op: OpDiscarded, At: i, Messages: []vocab.Message{m}})
+				return
+			}
+		}
+	}
+}
+
 func enqueue(c *Ctx, ev chart.Event, out *chart.Out, late bool) {
 	wakes := true
 	switch e := ev.(type) {
@@ -441,6 +458,7 @@ var (
 	}, "status", "cleanup")
 
 	aQueue     = act(func(c *Ctx, ev chart.Event, out *chart.Out) { enqueue(c, ev, out, false) }, "inbox")
+	aDrop      = act(func(c *Ctx, ev chart.Event, out *chart.Out) { drop(c, ev, out) }, "inbox")
 	aQueueLate = act(func(c *Ctx, ev chart.Event, out *chart.Out) { enqueue(c, ev, out, true) }, "inbox")
 	aPause     = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Paused = true })
 	aContinue  = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Paused = false })
@@ -573,7 +591,7 @@ var Definition = &chart.Def[Ctx]{
 		{Name: Closing, Entry: aEnterClosing},
 		{Name: Disposed, Final: true, Entry: aEnterIdle},
 	},
-	Triggers: []chart.Trigger{TrSubmit, TrSteer, TrInject, TrNotify, TrRemind, TrCancel, TrPause, TrContinue,
+	Triggers: []chart.Trigger{TrSubmit, TrSteer, TrInject, TrNotify, TrRemind, TrDrop, TrCancel, TrPause, TrContinue,
 		TrClose, TrClosed, TrMaintenanceStart, TrMaintenanceDone, TrTurnEnded, TrTimer, TrDrain,
 		TrToolDetached, TrBackgroundDone, TrPromptPass, TrPromptBlock},
 	Transitions: []edge{
@@ -600,6 +618,7 @@ var Definition = &chart.Def[Ctx]{
 		{From: Gating, On: TrBackgroundDone, Guard: gKnownBackground, Action: aQueue},
 		// idle: inputs that do not wake.
 		{From: Idle, On: TrInject, Guard: gNewMessage, Action: aQueue},
+		{From: Idle, On: TrDrop, Guard: gQueuedID, Action: aDrop},
 		{From: Idle, On: TrRemind, Guard: gNewMessage, Action: aQueue},
 		// idle: control.
 		{From: Ready, On: TrContinue, To: Gating, Guard: gGateNext, Action: aContinue},
@@ -626,6 +645,7 @@ var Definition = &chart.Def[Ctx]{
 		{From: Maintenance, On: TrSteer, Guard: gNewMessage, Action: aQueueLate},
 		{From: Maintenance, On: TrNotify, Guard: gNewMessage, Action: aQueueLate},
 		{From: Maintenance, On: TrInject, Guard: gNewMessage, Action: aQueue},
+		{From: Maintenance, On: TrDrop, Guard: gQueuedID, Action: aDrop},
 		{From: Maintenance, On: TrRemind, Guard: gNewMessage, Action: aQueue},
 		{From: Maintenance, On: TrPause, Action: aPause},
 		{From: Maintenance, On: TrContinue, Action: aContinueLate},
@@ -636,6 +656,7 @@ var Definition = &chart.Def[Ctx]{
 		{From: Maintenance, On: TrMaintenanceDone, To: Ready},
 
 		// running: a live turn drains next-step itself; nothing is latched.
+		{From: Running, On: TrDrop, Guard: gQueuedID, Action: aDrop},
 		{From: Active, On: TrSubmit, Guard: gNewMessage, Action: aQueue},
 		{From: Active, On: TrSteer, Guard: gNewMessage, Action: aQueue},
 		{From: Active, On: TrNotify, Guard: gNewMessage, Action: aQueue},

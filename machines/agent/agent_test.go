@@ -240,6 +240,8 @@ func event(line string) (chart.Event, error) {
 		return agent.Notify{Message: text(a, a["id"]), BypassMaxSteps: a.Bool("bypass")}, nil
 	case agent.TrRemind:
 		return agent.Remind{Key: a["key"], Message: text(a, a["id"])}, nil
+	case agent.TrDrop:
+		return agent.Drop{ID: vocab.ID(a["id"])}, nil
 	case agent.TrCancel:
 		return agent.Cancel{Cause: cause(), KeepInbox: a.Bool("keep")}, nil
 	case agent.TrPause:
@@ -306,7 +308,7 @@ func TestTransitions(t *testing.T) {
 }
 
 // samples holds a zero-valued event for each trigger, for the matrix.
-var samples = []chart.Event{agent.Submit{}, agent.Steer{}, agent.Inject{}, agent.Notify{}, agent.Remind{}, agent.Cancel{},
+var samples = []chart.Event{agent.Submit{}, agent.Steer{}, agent.Inject{}, agent.Notify{}, agent.Remind{}, agent.Drop{}, agent.Cancel{},
 	agent.Pause{}, agent.Continue{}, agent.Close{}, agent.Closed{}, agent.MaintenanceStart{}, agent.MaintenanceDone{},
 	agent.TurnEnded{}, agent.TimerFired{}, agent.Drain{}, agent.ToolDetached{}, agent.BackgroundDone{},
 	agent.PromptPass{}, agent.PromptBlock{}}

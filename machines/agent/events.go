@@ -26,6 +26,7 @@ const (
 	TrBackgroundDone   chart.Trigger = "background.done"
 	TrPromptPass       chart.Trigger = "prompt.pass"
 	TrPromptBlock      chart.Trigger = "prompt.block"
+	TrDrop             chart.Trigger = "drop"
 )
 
 // Submit queues a prompt or follow-up on the next-turn list and wakes the
@@ -186,3 +187,11 @@ func (PromptPass) Trigger() chart.Trigger { return TrPromptPass }
 
 // Trigger implements chart.Event: PromptBlock fires TrPromptBlock.
 func (PromptBlock) Trigger() chart.Trigger { return TrPromptBlock }
+
+// Drop takes a message that is still queued (not yet claimed) off the
+// inbox: a notification's drop handle, or a caller withdrawing a prompt. A
+// message already claimed, or never queued, is refused by the guard.
+type Drop struct{ ID vocab.ID }
+
+// Trigger implements chart.Event: Drop fires TrDrop.
+func (Drop) Trigger() chart.Trigger { return TrDrop }

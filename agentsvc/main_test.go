@@ -1,0 +1,14 @@
+package agentsvc_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package if any goroutine outlives its tests: every
+// service a test or example starts must be closed, and Close must leave
+// nothing behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
