@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -28,6 +29,25 @@ type IDSource interface {
 type ULIDSource struct {
 	mu      sync.Mutex
 	entropy *ulid.MonotonicEntropy
+	arena   arena
+}
+
+// arena renders IDs into shared, append-only text blocks: one allocation
+// per 157 IDs instead of one per ID. Bytes are never changed once an ID has
+// been cut from them, so the strings stay immutable.
+type arena struct{ buf []byte }
+
+const arenaSize = 157 * ulid.EncodedSize
+
+func (a *arena) text(id ulid.ULID) ID {
+	if cap(a.buf)-len(a.buf) < ulid.EncodedSize {
+		a.buf = make([]byte, 0, arenaSize)
+	}
+	start := len(a.buf)
+	a.buf = a.buf[:start+ulid.EncodedSize]
+	dst := a.buf[start : start+ulid.EncodedSize : start+ulid.EncodedSize]
+	_ = id.MarshalTextTo(dst)
+	return ID(unsafe.String(&dst[0], len(dst)))
 }
 
 // NewULIDSource returns a ULIDSource that draws entropy from r. A nil r uses
@@ -49,27 +69,27 @@ func (s *ULIDSource) NewID(t time.Time) ID {
 		id = ulid.ULID{}
 		_ = id.SetTime(ulid.Timestamp(t))
 	}
-	return ID(id.String())
+	return s.arena.text(id)
 }
 
 // SeqSource is a deterministic IDSource for tests: the entropy of the n-th
 // ID is n, so IDs are reproducible across runs and sort in creation order
 // even when t does not move. It is safe for concurrent use.
 type SeqSource struct {
-	mu sync.Mutex
-	n  uint64
+	mu    sync.Mutex
+	n     uint64
+	arena arena
 }
 
 // NewID implements IDSource.
 func (s *SeqSource) NewID(t time.Time) ID {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.n++
-	n := s.n
-	s.mu.Unlock()
 	var id ulid.ULID
 	_ = id.SetTime(ulid.Timestamp(t))
-	binary.BigEndian.PutUint64(id[8:], n)
-	return ID(id.String())
+	binary.BigEndian.PutUint64(id[8:], s.n)
+	return s.arena.text(id)
 }
 
 // ParseID reports whether s is a well-formed ULID string and returns it as an

@@ -42,19 +42,37 @@ func (p *stepProvider) Stream(_ context.Context, _ vocab.Request) iter.Seq2[voca
 // once per lane. Compare with machines/turn BenchmarkTurnBareStateless (the
 // bare stateless floor for the 4 turn transitions of a step) in the same
 // run: go test -bench 'EngineStep|TurnBare' ./adapters/engine ./machines/turn
+//
+// A session is replaced every 100 turns (outside the timer), so the
+// in-memory log stays the size of a real session instead of growing with
+// b.N and turning the benchmark into a GC benchmark.
 func BenchmarkEngineStep(b *testing.B) {
 	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, struct{}) (string, error) { return "ok", nil })
 	reg, _ := tools.NewRegistry(noop)
-	e, err := New(Options{Provider: &stepProvider{}, Tools: reg, IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 }})
-	if err != nil {
-		b.Fatal(err)
+	var e *Engine
+	events := 0
+	fresh := func() {
+		if e != nil {
+			events += e.opt.Sink.(*MemoryLog).Len()
+			e.Close(context.Background())
+		}
+		var err error
+		e, err = New(Options{Provider: &stepProvider{}, Tools: reg, IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 }})
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
-	defer e.Close(context.Background())
+	fresh()
 	msg := vocab.UserText("go")
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
-	for b.Loop() {
+	for i := 0; b.Loop(); i++ {
+		if i > 0 && i%100 == 0 {
+			b.StopTimer()
+			fresh()
+			b.StartTimer()
+		}
 		msg.ID = ""
 		p, err := e.Submit(msg)
 		if err != nil {
@@ -68,5 +86,7 @@ func BenchmarkEngineStep(b *testing.B) {
 	b.StopTimer()
 	perStep := float64(b.Elapsed().Nanoseconds()) / float64(2*b.N)
 	b.ReportMetric(perStep, "ns/step")
-	b.ReportMetric(float64(e.opt.Sink.(*MemoryLog).Len())/float64(b.N), "events/turn")
+	events += e.opt.Sink.(*MemoryLog).Len()
+	b.ReportMetric(float64(events)/float64(b.N), "events/turn")
+	e.Close(context.Background())
 }

@@ -133,7 +133,14 @@ type Engine struct {
 	session vocab.ID
 	log     *slog.Logger
 
-	queue    chan item
+	// The lane's inbox: a mailbox rather than a channel, so producers never
+	// block and a burst of posts (a fast stream's parts) costs one wake-up
+	// of the lane, not one per item.
+	mbMu     sync.Mutex
+	mbItems  []item
+	mbSpare  []item
+	mbClosed bool
+	mbSignal chan struct{}
 	laneDone chan struct{}
 	closeReq chan struct{}
 	stopOnce sync.Once
@@ -147,7 +154,7 @@ type Engine struct {
 	agentM *agent.Machine
 	turnM  *turn.Machine
 	toolM  *tool.Machine
-	out    chart.Out
+	outs   []*chart.Out // free effect buffers
 
 	agent   *agent.Instance
 	turn    *turn.Instance
@@ -234,7 +241,7 @@ func New(opt Options) (*Engine, error) {
 		opt:      opt,
 		session:  opt.Session,
 		log:      opt.Logger,
-		queue:    make(chan item, 256),
+		mbSignal: make(chan struct{}, 1),
 		laneDone: make(chan struct{}),
 		closeReq: make(chan struct{}),
 		agentM:   agent.New(),
@@ -249,8 +256,7 @@ func New(opt Options) (*Engine, error) {
 		e.session = opt.IDs.NewID(opt.Clock.Now())
 	}
 	e.rootCtx, e.rootStop = context.WithCancelCause(context.Background())
-	e.agent = e.agentM.New(agent.NewCtx(agent.Config{PromptGate: true, HardStop: opt.HardStop}), &e.out)
-	e.out.Reset()
+	e.agent = e.agentM.New(agent.NewCtx(agent.Config{PromptGate: true, HardStop: opt.HardStop}), e.getOut())
 	go e.lane()
 	return e, nil
 }
@@ -260,13 +266,41 @@ func (e *Engine) Session() vocab.ID { return e.session }
 
 // post hands an item to the lane. It fails once the lane has stopped.
 func (e *Engine) post(it item) error {
-	e.inflight.Add(1)
-	select {
-	case e.queue <- it:
-		return nil
-	case <-e.laneDone:
-		e.inflight.Add(-1)
+	e.mbMu.Lock()
+	if e.mbClosed {
+		e.mbMu.Unlock()
 		return ErrClosed
+	}
+	e.inflight.Add(1)
+	e.mbItems = append(e.mbItems, it)
+	e.mbMu.Unlock()
+	select {
+	case e.mbSignal <- struct{}{}:
+	default: // the lane is already signalled
+	}
+	return nil
+}
+
+// take swaps out everything posted so far. The returned slice is valid
+// until the next take.
+func (e *Engine) take() []item {
+	e.mbMu.Lock()
+	batch := e.mbItems
+	e.mbItems = e.mbSpare[:0]
+	e.mbMu.Unlock()
+	e.mbSpare = batch
+	return batch
+}
+
+// refuse answers every queued call with ErrClosed and drops the rest
+// (results of cancelled work).
+func (e *Engine) refuse(batch []item) {
+	for i, it := range batch {
+		if c, ok := it.(callItem); ok {
+			c.done <- ErrClosed
+		}
+		batch[i] = nil
+		e.inflight.Add(-1)
 	}
 }
 
@@ -312,9 +346,18 @@ func (e *Engine) lane() {
 	defer close(e.laneDone)
 	for {
 		select {
-		case it := <-e.queue:
-			e.handle(it)
-			e.inflight.Add(-1)
+		case <-e.mbSignal:
+			batch := e.take()
+			for i, it := range batch {
+				batch[i] = nil
+				if e.agentM.IsFinal(e.agent) {
+					e.refuse(batch[i+1:])
+					e.inflight.Add(-1)
+					break
+				}
+				e.handle(it)
+				e.inflight.Add(-1)
+			}
 		case <-e.closeReq:
 			e.closeReq = nil
 			e.beginClose()
@@ -591,8 +634,8 @@ func (e *Engine) cleanup() {
 	for k := range e.timers {
 		e.stopTimer(k)
 	}
-	// Workers post with a select on laneDone, but the lane is still running
-	// here, so keep serving the queue until they are all gone.
+	// Every worker's context is cancelled; wait for them, answering calls
+	// that arrive meanwhile and dropping the results of cancelled work.
 	done := make(chan struct{})
 	go func() {
 		e.workers.Wait()
@@ -601,13 +644,11 @@ func (e *Engine) cleanup() {
 	for {
 		select {
 		case <-done:
+			e.refuse(e.take())
 			e.handle(workersGone{})
 			return
-		case it := <-e.queue:
-			if c, ok := it.(callItem); ok {
-				c.done <- ErrClosed
-			}
-			// results of cancelled work are dropped
+		case <-e.mbSignal:
+			e.refuse(e.take())
 		}
 	}
 }
@@ -623,15 +664,9 @@ func (e *Engine) finishClose() {
 	if l, ok := e.opt.Sink.(interface{ Close() }); ok {
 		l.Close()
 	}
-	// Drain inputs that raced with the close.
-	for {
-		select {
-		case it := <-e.queue:
-			if c, ok := it.(callItem); ok {
-				c.done <- ErrClosed
-			}
-		default:
-			return
-		}
-	}
+	// Refuse inputs that raced with the close; later posts fail at once.
+	e.mbMu.Lock()
+	e.mbClosed = true
+	e.mbMu.Unlock()
+	e.refuse(e.take())
 }

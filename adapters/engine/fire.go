@@ -13,7 +13,18 @@ import (
 // outs is a stack of reusable effect buffers: effects of one fire may fire
 // other machines (nested), each with its own buffer.
 func (e *Engine) getOut() *chart.Out {
+	if n := len(e.outs); n > 0 {
+		out := e.outs[n-1]
+		e.outs = e.outs[:n-1]
+		return out
+	}
 	return &chart.Out{Effects: make([]chart.Effect, 0, 8), Transitions: make([]chart.Record, 0, 2)}
+}
+
+// putOut returns a buffer once its effects have run.
+func (e *Engine) putOut(out *chart.Out) {
+	out.Reset()
+	e.outs = append(e.outs, out)
 }
 
 // fireAgent feeds ev to the agent machine, logs the transitions and runs
@@ -21,6 +32,7 @@ func (e *Engine) getOut() *chart.Out {
 func (e *Engine) fireAgent(ev chart.Event) error {
 	out := e.getOut()
 	if err := e.agentM.Fire(e.agent, ev, out); err != nil {
+		e.putOut(out)
 		return err
 	}
 	e.logTransitions(out, "")
@@ -32,6 +44,7 @@ func (e *Engine) fireAgent(ev chart.Event) error {
 	for _, eff := range out.Effects {
 		e.agentEffect(eff)
 	}
+	e.putOut(out)
 	// Prompts taken off the queue and not blocked were cancelled.
 	for _, id := range e.discarded {
 		if w := e.prompts[id]; w != nil {
@@ -48,24 +61,28 @@ func (e *Engine) fireTurn(ev chart.Event) error {
 	}
 	out := e.getOut()
 	if err := e.turnM.Fire(e.turn, ev, out); err != nil {
+		e.putOut(out)
 		return err
 	}
 	e.logTransitions(out, "")
 	for _, eff := range out.Effects {
 		e.turnEffect(eff)
 	}
+	e.putOut(out)
 	return nil
 }
 
 func (e *Engine) fireTool(r *toolRun, ev chart.Event) error {
 	out := e.getOut()
 	if err := e.toolM.Fire(r.inst, ev, out); err != nil {
+		e.putOut(out)
 		return err
 	}
 	e.logTransitions(out, r.call.ID)
 	for _, eff := range out.Effects {
 		e.toolEffect(r, eff)
 	}
+	e.putOut(out)
 	return nil
 }
 

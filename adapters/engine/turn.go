@@ -35,6 +35,7 @@ func (e *Engine) startTurn(f agent.StartTurn) {
 	for _, eff := range out.Effects {
 		e.turnEffect(eff)
 	}
+	e.putOut(out)
 }
 
 func (e *Engine) turnEffect(eff chart.Effect) {
@@ -279,6 +280,12 @@ func (e *Engine) onModelEnd(m modelEnd) {
 	reply, usage, finish := *e.reply, e.pendingUsage, e.pendingFinish
 	e.pendingUsage, e.pendingFinish = vocab.Usage{}, ""
 	if m.err != nil {
+		// A reply that broke mid-stream ends here: close the message it
+		// opened, so a retry's message/start is not nested in it.
+		if e.replyOpen {
+			e.emit(vocab.EventMessageEnd, vocab.MessagePayload{Message: reply})
+			e.replyOpen = false
+		}
 		if m.retry {
 			e.history = slices.Clone(m.recovered)
 		}
@@ -347,21 +354,30 @@ type toolUpdate struct {
 // the other, each through its own tool machine instance.
 func (e *Engine) startNextTool() {
 	for e.next < len(e.batch) {
-		call := e.batch[e.next]
-		e.next++
-		out := e.getOut()
-		r := &toolRun{call: call}
-		e.tools[call.ID] = r
-		r.inst = e.toolM.New(tool.NewCtx(call, tool.Config{}), out)
-		e.logTransitions(out, call.ID)
-		e.emit(vocab.EventToolCall, vocab.ToolPayload{Call: call})
+		r, out := e.newToolRun()
 		for _, eff := range out.Effects {
 			e.toolEffect(r, eff)
 		}
+		e.putOut(out)
 		if !e.toolM.IsFinal(r.inst) {
 			return // running; the next call starts when this one ends
 		}
 	}
+}
+
+// newToolRun starts the tool machine of the batch's next call. The caller
+// runs the returned entry effects (the before-hook) or, for a call that
+// must not run, fires its end instead and drops them.
+func (e *Engine) newToolRun() (*toolRun, *chart.Out) {
+	call := e.batch[e.next]
+	e.next++
+	out := e.getOut()
+	r := &toolRun{call: call}
+	e.tools[call.ID] = r
+	r.inst = e.toolM.New(tool.NewCtx(call, tool.Config{}), out)
+	e.logTransitions(out, call.ID)
+	e.emit(vocab.EventToolCall, vocab.ToolPayload{Call: call})
+	return r, out
 }
 
 func (e *Engine) toolEffect(r *toolRun, eff chart.Effect) {
@@ -451,13 +467,9 @@ func (e *Engine) toolOutcome(r *toolRun, res vocab.ToolResult) {
 
 // skipRest ends the batch's unstarted calls with a skipped result.
 func (e *Engine) skipRest() {
-	for _, call := range e.batch[e.next:] {
-		e.next++
-		out := e.getOut()
-		r := &toolRun{call: call}
-		e.tools[call.ID] = r
-		r.inst = e.toolM.New(tool.NewCtx(call, tool.Config{}), out)
-		e.logTransitions(out, call.ID)
+	for e.next < len(e.batch) {
+		r, out := e.newToolRun()
+		e.putOut(out)
 		e.must(e.fireTool(r, tool.BeforeDeny{Result: &vocab.ToolResult{Content: "Tool skipped because a previous tool call stopped the turn.", IsError: true, Code: vocab.CodeToolDenied}}))
 	}
 }
@@ -471,13 +483,8 @@ func (e *Engine) cancelTools(cause vocab.CancelCause) {
 		}
 	}
 	for e.next < len(e.batch) {
-		call := e.batch[e.next]
-		e.next++
-		out := e.getOut()
-		r := &toolRun{call: call}
-		e.tools[call.ID] = r
-		r.inst = e.toolM.New(tool.NewCtx(call, tool.Config{}), out)
-		e.logTransitions(out, call.ID)
+		r, out := e.newToolRun()
+		e.putOut(out)
 		e.must(e.fireTool(r, tool.Abort{Cause: cause}))
 	}
 }
