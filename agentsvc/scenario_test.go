@@ -27,7 +27,7 @@ import (
 //	script               input: a scripted-provider JSON script
 //	start [max-steps=N] [max-attempts=N] [reject-step=N] [fail-step=N]
 //	      [block-prompt=TEXT] [rewrite-prompt=TEXT] [steer-on-stop=TEXT]
-//	      [stop-after-step=N] [retry-on=CODE] [claim-rewrite=TEXT]
+//	      [stop-after-step=N] [retry-on=CODE] [claim-rewrite=TEXT] [claim-drop]
 //	do                   input: one action per line, each followed by settle:
 //	                     submit TEXT | steer TEXT | inject TEXT | notify TEXT [bypass]
 //	                     drop-notification (the last one) | remind KEY TEXT | cancel [cause=K] [keep-inbox] | pause | continue
@@ -128,6 +128,13 @@ func (s *scenario) start(d *datadriven.TestData) {
 					for i := range c.Claimed {
 						c.Claimed[i].Parts = []vocab.Part{{Kind: vocab.PartText, Text: v + c.Claimed[i].Text()}}
 					}
+					return next(ctx, c)
+				})
+			})
+		case "claim-drop":
+			hooksToAdd = append(hooksToAdd, func(svc *agentsvc.Service) {
+				svc.OnWillBeginStep.Register("drop", func(ctx context.Context, c *agentsvc.StepContext, next hookNext[*agentsvc.StepContext]) (*agentsvc.StepContext, error) {
+					c.Claimed = nil
 					return next(ctx, c)
 				})
 			})
