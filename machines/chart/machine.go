@@ -3,6 +3,7 @@ package chart
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/qmuntal/stateless"
 )
@@ -227,27 +228,57 @@ func (m *Machine[C]) configure() {
 			sc.OnExit(func(context.Context, ...any) error { a.Run(&m.cur.Ctx, m.ev, m.out); return nil })
 		}
 	}
-	for i, t := range m.def.Transitions {
-		from := stateKey(m.stateIdx[t.From])
-		tr := triggerKey(m.trigIdx[t.On])
-		// resolve already chose the transition; stateless only needs to
-		// tell apart the transitions of one (state, trigger) group, so a
-		// lone transition gets no stateless guard at all — unless a
-		// superstate also handles the trigger: stateless looks at the
-		// substate first and would take its transition even when resolve
-		// chose the superstate's.
-		var guards []stateless.GuardFunc
-		if len(m.table[from][tr]) > 1 || m.inherits(int(from), int(tr)) {
-			guards = append(guards, func(context.Context, ...any) bool { return m.chosen == i })
-		}
-		sc := m.sm.Configure(from)
-		switch {
-		case t.To == "":
-			sc.InternalTransition(tr, func(context.Context, ...any) error { m.runTransitionAction(); return nil }, guards...)
-		case t.To == t.From:
-			sc.PermitReentry(tr, guards...)
-		default:
-			sc.Permit(tr, stateKey(m.stateIdx[t.To]), guards...)
+	// resolve has already chosen the transition when stateless runs, so
+	// stateless only has to carry it out. A (state, trigger) group of plain
+	// transitions (no internal one, no re-entry: stateless treats a dynamic
+	// move to the same state as a re-entry) becomes one dynamic transition
+	// whose destination is the chosen one's; it needs no guard — and so
+	// allocates nothing — unless a superstate handles the trigger too
+	// (stateless looks at the substate first). Other groups keep one
+	// guarded stateless transition per definition transition; a lone
+	// transition there is unguarded unless a superstate competes.
+	for from := 1; from < len(m.states); from++ {
+		for tr := 1; tr < len(m.table[from]); tr++ {
+			group := m.table[from][tr]
+			if len(group) == 0 {
+				continue
+			}
+			sc := m.sm.Configure(stateKey(from))
+			inherited := m.inherits(from, tr)
+			special := false
+			for _, i := range group {
+				t := &m.def.Transitions[i]
+				special = special || t.To == "" || t.To == t.From
+			}
+			if !special {
+				var guards []stateless.GuardFunc
+				if inherited {
+					guards = append(guards, func(context.Context, ...any) bool { return slices.Contains(group, m.chosen) })
+				}
+				sc.PermitDynamic(triggerKey(tr), func(context.Context, ...any) (stateless.State, error) {
+					t := &m.def.Transitions[m.chosen]
+					if t.To == "" {
+						return stateKey(m.cur.state), nil
+					}
+					return stateKey(m.stateIdx[t.To]), nil
+				}, guards...)
+				continue
+			}
+			for _, i := range group {
+				t := &m.def.Transitions[i]
+				var guards []stateless.GuardFunc
+				if len(group) > 1 || inherited {
+					guards = append(guards, func(context.Context, ...any) bool { return m.chosen == i })
+				}
+				switch {
+				case t.To == "":
+					sc.InternalTransition(triggerKey(tr), func(context.Context, ...any) error { m.runTransitionAction(); return nil }, guards...)
+				case t.To == t.From:
+					sc.PermitReentry(triggerKey(tr), guards...)
+				default:
+					sc.Permit(triggerKey(tr), stateKey(m.stateIdx[t.To]), guards...)
+				}
+			}
 		}
 	}
 }
