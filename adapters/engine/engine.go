@@ -144,7 +144,9 @@ type Engine struct {
 	laneDone chan struct{}
 	closeReq chan struct{}
 	stopOnce sync.Once
-	workers  sync.WaitGroup
+	workers  sync.WaitGroup // tasks (and timers) in flight
+	pool     sync.WaitGroup // worker goroutines, idle ones included
+	tasks    chan func()
 	rootCtx  context.Context
 	rootStop context.CancelCauseFunc
 
@@ -242,6 +244,7 @@ func New(opt Options) (*Engine, error) {
 		session:  opt.Session,
 		log:      opt.Logger,
 		mbSignal: make(chan struct{}, 1),
+		tasks:    make(chan func()),
 		laneDone: make(chan struct{}),
 		closeReq: make(chan struct{}),
 		agentM:   agent.New(),
@@ -330,15 +333,42 @@ type callItem struct {
 	done chan error
 }
 
-// spawn runs f on a worker goroutine tracked for Close.
+// spawn runs f on a worker goroutine tracked for Close. Workers are
+// reused: a goroutine that finished its task waits for the next one (up to
+// maxIdle of them), so a step's model stream and tool calls do not each pay
+// for a new goroutine and its stack growth.
 func (e *Engine) spawn(f func()) {
 	e.workers.Add(1)
 	e.active.Add(1)
-	go func() {
-		defer e.workers.Done()
-		defer e.active.Add(-1)
+	select {
+	case e.tasks <- f: // an idle worker took it
+		return
+	default:
+	}
+	e.pool.Add(1)
+	go e.worker(f)
+}
+
+const maxIdle = 4
+
+func (e *Engine) worker(f func()) {
+	defer e.pool.Done()
+	for {
 		f()
-	}()
+		e.active.Add(-1)
+		e.workers.Done()
+		if e.idleN.Add(1) > maxIdle {
+			e.idleN.Add(-1)
+			return
+		}
+		select {
+		case f = <-e.tasks:
+			e.idleN.Add(-1)
+		case <-e.rootCtx.Done():
+			e.idleN.Add(-1)
+			return
+		}
+	}
 }
 
 // lane is the session's single writer.
@@ -533,7 +563,13 @@ func (e *Engine) stamp(msg vocab.Message, src vocab.Source) vocab.Message {
 // latched and served when the job ends.
 func (e *Engine) RunMaintenance(ctx context.Context, job func(ctx context.Context) error) error {
 	var jobCtx context.Context
-	if err := e.call(ctx, func() error {
+	// Wait for the lane's answer whatever ctx does: once the lane has
+	// started the job, only this call can end it. A ctx already done when
+	// the lane gets to the request refuses it there.
+	if err := e.call(context.Background(), func() error {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		if err := e.fireAgent(agent.MaintenanceStart{}); err != nil {
 			return vocab.Errorf(vocab.CodeNotIdle, "maintenance refused: the agent is not idle (%v)", err)
 		}
@@ -639,6 +675,7 @@ func (e *Engine) cleanup() {
 	done := make(chan struct{})
 	go func() {
 		e.workers.Wait()
+		e.pool.Wait() // idle workers leave on the cancelled root context
 		close(done)
 	}()
 	for {

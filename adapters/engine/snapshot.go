@@ -88,6 +88,7 @@ func (e *Engine) Stats() Stats {
 }
 
 type counters struct {
+	idleN    atomic.Int32
 	inflight atomic.Int64
 	active   atomic.Int64
 	timerN   atomic.Int64
