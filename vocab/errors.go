@@ -111,7 +111,10 @@ func (e *Error) Is(target error) bool {
 	if !errors.As(target, &t) {
 		return false
 	}
-	return t.Code == e.Code && (t.Message == "" || t.Message == e.Message)
+	if t.Message == "" && t.Cause == nil {
+		return t.Code == e.Code // a sentinel: every error of its code
+	}
+	return t.Code == e.Code && t.Message == e.Message
 }
 
 // Err returns a sentinel for c: errors.Is(err, c.Err()) is true for every
@@ -122,7 +125,11 @@ func (c Code) Err() error { return &Error{Code: c} }
 // the cause.
 func Errorf(c Code, format string, args ...any) *Error {
 	err := fmt.Errorf(format, args...)
-	return &Error{Code: c, Message: err.Error(), Cause: errors.Unwrap(err)}
+	cause := errors.Unwrap(err)
+	if _, multi := err.(interface{ Unwrap() []error }); multi {
+		cause = err // several %w: keep them all reachable
+	}
+	return &Error{Code: c, Message: err.Error(), Cause: cause}
 }
 
 // CodeOf returns the code of the first *Error in err's chain, CodeCancelled
@@ -135,7 +142,7 @@ func CodeOf(err error) Code {
 	if errors.As(err, &e) {
 		return e.Code
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errCancelled) {
 		return CodeCancelled
 	}
 	return CodeInternal

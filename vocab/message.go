@@ -112,7 +112,9 @@ func (m Message) IsEmptyReply() bool {
 	for _, p := range m.Parts {
 		switch p.Kind {
 		case PartToolCall:
-			return false
+			if p.Call != nil {
+				return false
+			}
 		case PartText:
 			if strings.TrimSpace(p.Text) != "" {
 				return false

@@ -474,29 +474,3 @@ func verdictApplied(c agent.Ctx, ev chart.Event, effects []chart.Effect) error {
 	}
 	return nil
 }
-
-type goEvent struct{}
-
-func (goEvent) Trigger() chart.Trigger { return "go" }
-
-// TestSuperstateTransitionNotShadowed pins the chart behaviour the agent
-// relies on everywhere (ready --submit[gateNext]--> gating beside idle
-// --submit[startTurn]--> running): when the leaf's only transition for a
-// trigger is rejected by its guard, the superstate's transition is taken,
-// not the leaf's. stateless looks at the leaf first, so the leaf's lone
-// transition must still carry its stateless guard.
-func TestSuperstateTransitionNotShadowed(t *testing.T) {
-	type C struct{}
-	no := &chart.Guard[C]{Name: "no", Test: func(*C, chart.Event) bool { return false }}
-	d := &chart.Def[C]{Name: "x", Initial: "idle", Triggers: []chart.Trigger{"go"},
-		States: []chart.StateSpec[C]{{Name: "idle", Initial: "ready"}, {Name: "ready", Parent: "idle"},
-			{Name: "gating", Parent: "idle"}, {Name: "running"}},
-		Transitions: []chart.Transition[C]{{From: "ready", On: "go", To: "gating", Guard: no}, {From: "idle", On: "go", To: "running"}},
-	}
-	m := chart.MustBuild(d)
-	var out chart.Out
-	inst := m.New(C{}, &out)
-	if err := m.Fire(inst, goEvent{}, &out); err != nil || inst.State() != "running" {
-		t.Fatalf("got %s, %v; want running (%s)", inst.State(), err, out.Format())
-	}
-}

@@ -319,13 +319,11 @@ func (m *Machine[C]) New(c C, out *Out) *Instance[C] {
 // initial entry actions like New. It reuses inst's storage.
 func (m *Machine[C]) Start(inst *Instance[C], out *Out) {
 	id := m.stateIdx[m.def.Initial]
-	chain := [16]int{}
-	n := 0
-	for s := id; s != 0 && n < len(chain); s = m.states[s].parent {
-		chain[n] = s
-		n++
+	var chain []int
+	for s := id; s != 0; s = m.states[s].parent {
+		chain = append(chain, s)
 	}
-	for k := n - 1; k >= 0; k-- {
+	for k := len(chain) - 1; k >= 0; k-- {
 		if a := m.def.States[chain[k]-1].Entry; a != nil {
 			a.Run(&inst.Ctx, nil, out)
 		}
@@ -345,8 +343,11 @@ func (m *Machine[C]) Start(inst *Instance[C], out *Out) {
 // error is a *TriggerError (ErrUnhandledTrigger or ErrGuardRejected) and
 // inst is unchanged, or wraps ErrActionPanicked.
 func (m *Machine[C]) Fire(inst *Instance[C], ev Event, out *Out) (err error) {
+	if ev == nil {
+		return &TriggerError{Machine: m.def.Name, State: inst.State(), Trigger: "<nil event>", kind: ErrUnhandledTrigger}
+	}
 	if inst.state == 0 {
-		return fmt.Errorf("%s: instance was not started: %w", m.def.Name, ErrUnhandledTrigger)
+		return &TriggerError{Machine: m.def.Name, State: "<not started>", Trigger: ev.Trigger(), kind: ErrUnhandledTrigger}
 	}
 	idx, err := m.resolve(inst, ev)
 	if err != nil {
@@ -379,7 +380,8 @@ func (m *Machine[C]) Fire(inst *Instance[C], ev Event, out *Out) (err error) {
 func (m *Machine[C]) resolve(inst *Instance[C], ev Event) (int, error) {
 	tr, ok := m.trigIdx[ev.Trigger()]
 	var failed []string
-	if ok {
+	// A final state handles nothing, not even its superstates' triggers.
+	if ok && !m.states[inst.state].final {
 		for s := inst.state; s != 0; s = m.states[s].parent {
 			for _, i := range m.table[s][tr] {
 				g := m.def.Transitions[i].Guard
@@ -416,7 +418,7 @@ func (m *Machine[C]) testGuard(g *Guard[C], inst *Instance[C], ev Event) (ok boo
 func (m *Machine[C]) Handles(s State, t Trigger) bool {
 	id, ok := m.stateIdx[s]
 	tr, ok2 := m.trigIdx[t]
-	if !ok || !ok2 {
+	if !ok || !ok2 || m.states[id].final {
 		return false
 	}
 	for ; id != 0; id = m.states[id].parent {
