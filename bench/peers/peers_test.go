@@ -1,0 +1,295 @@
+package peers
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"iter"
+	"testing"
+
+	"github.com/cloudwego/eino/components/model"
+	"github.com/cloudwego/eino/components/tool"
+	"github.com/cloudwego/eino/compose"
+	"github.com/cloudwego/eino/flow/agent/react"
+	"github.com/cloudwego/eino/schema"
+
+	"github.com/loopchart/loopchart/adapters/tools"
+	"github.com/loopchart/loopchart/agentsvc"
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// ks are the tool rounds per run: a run of k rounds is k+1 model calls.
+var ks = []int{1, 10, 50}
+
+// maxK bounds the precomputed replies.
+const maxK = 50
+
+// refresh is how many runs a loopchart service serves before it is replaced
+// (outside the timer). A service keeps its history and event log across
+// runs, so a small value measures a near-empty session and a large one a
+// long session; eino keeps nothing between runs.
+var refresh = flag.Int("refresh", 50, "loopchart: replace the service every N runs (outside the timer)")
+
+// perStep reports ns/step = ns/op / (k+1), steps being model calls.
+func perStep(b *testing.B, k int) {
+	if b.N == 0 {
+		return
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(k+1), "ns/step")
+}
+
+// ---- loopchart ----
+
+// lcProvider is a fake vocab.Provider: within a run (the messages after
+// the last user message) it answers with one noop({}) call while fewer
+// than k tool results are in the request, then with the text "done". Its
+// replies are precomputed and shared read-only, so the fake itself
+// allocates only the iterator.
+type lcProvider struct {
+	k     int
+	calls [maxK][]vocab.StreamPart
+	final []vocab.StreamPart
+}
+
+func newLCProvider(k int) *lcProvider {
+	p := &lcProvider{k: k}
+	usage := vocab.StreamPart{Kind: vocab.StreamUsage, Usage: &vocab.Usage{InputTokens: 10, OutputTokens: 2}}
+	for i := range p.calls {
+		call := &vocab.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "noop", Args: json.RawMessage(`{}`)}
+		p.calls[i] = []vocab.StreamPart{{Kind: vocab.StreamToolCall, Call: call}, usage, {Kind: vocab.StreamFinish, Finish: vocab.FinishToolCalls}}
+	}
+	p.final = []vocab.StreamPart{{Kind: vocab.StreamText, Text: "done"}, usage, {Kind: vocab.StreamFinish, Finish: vocab.FinishStop}}
+	return p
+}
+
+func (p *lcProvider) Stream(_ context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+	n := 0 // tool results since the last user message: the calls already made in this run
+	for i := len(req.Messages) - 1; i >= 0 && req.Messages[i].Role != vocab.RoleUser; i-- {
+		if req.Messages[i].Role == vocab.RoleTool {
+			n++
+		}
+	}
+	parts := p.final
+	if n < p.k {
+		parts = p.calls[n]
+	}
+	return func(yield func(vocab.StreamPart, error) bool) {
+		for _, part := range parts {
+			if !yield(part, nil) {
+				return
+			}
+		}
+	}
+}
+
+// BenchmarkLoopchart measures one full agent run per op through the public
+// API (agentsvc: SubmitText, Wait): k tool rounds then a final answer,
+// every event written to the session's in-memory log.
+func BenchmarkLoopchart(b *testing.B) {
+	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, struct{}) (string, error) { return "ok", nil })
+	for _, k := range ks {
+		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
+			ctx := context.Background()
+			var svc *agentsvc.Service
+			fresh := func() {
+				if svc != nil {
+					if err := svc.Close(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var err error
+				svc, err = agentsvc.New(agentsvc.Options{
+					Provider: newLCProvider(k),
+					Tools:    []vocab.Tool{noop},
+					IDs:      &vocab.SeqSource{},
+					Jitter:   func() float64 { return 0 },
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			fresh()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if i > 0 && i%*refresh == 0 {
+					b.StopTimer()
+					fresh()
+					b.StartTimer()
+				}
+				p, err := svc.SubmitText("go")
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := p.Wait(ctx)
+				if err != nil || res.Kind != vocab.PromptCompleted || res.Steps != k+1 {
+					b.Fatalf("run %d: %v %v, want completed{steps=%d}", i, res, err, k+1)
+				}
+			}
+			b.StopTimer()
+			perStep(b, k)
+			if err := svc.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// ---- eino ----
+
+// einoModel is a fake model.ToolCallingChatModel: within a run (the
+// messages after the last user message) it answers with one noop({}) call
+// while fewer than k tool results are in the input, then with "done".
+// Generate and Stream give the same reply; Stream wraps it with
+// schema.StreamReaderFromArray. Replies are precomputed and shared.
+type einoModel struct {
+	k     int
+	calls [maxK]*schema.Message
+	final *schema.Message
+}
+
+func newEinoModel(k int) *einoModel {
+	m := &einoModel{k: k, final: schema.AssistantMessage("done", nil)}
+	for i := range m.calls {
+		m.calls[i] = schema.AssistantMessage("", []schema.ToolCall{{
+			ID: fmt.Sprintf("c%d", i), Type: "function",
+			Function: schema.FunctionCall{Name: "noop", Arguments: "{}"},
+		}})
+	}
+	return m
+}
+
+func (m *einoModel) reply(input []*schema.Message) *schema.Message {
+	n := 0
+	for i := len(input) - 1; i >= 0 && input[i].Role != schema.User; i-- {
+		if input[i].Role == schema.Tool {
+			n++
+		}
+	}
+	if n < m.k {
+		return m.calls[n]
+	}
+	return m.final
+}
+
+func (m *einoModel) Generate(_ context.Context, input []*schema.Message, _ ...model.Option) (*schema.Message, error) {
+	return m.reply(input), nil
+}
+
+func (m *einoModel) Stream(_ context.Context, input []*schema.Message, _ ...model.Option) (*schema.StreamReader[*schema.Message], error) {
+	return schema.StreamReaderFromArray([]*schema.Message{m.reply(input)}), nil
+}
+
+func (m *einoModel) WithTools([]*schema.ToolInfo) (model.ToolCallingChatModel, error) { return m, nil }
+
+// einoNoop is the no-op tool.InvokableTool.
+type einoNoop struct{}
+
+var noopInfo = &schema.ToolInfo{Name: "noop", Desc: "does nothing"}
+
+func (einoNoop) Info(context.Context) (*schema.ToolInfo, error) { return noopInfo, nil }
+
+func (einoNoop) InvokableRun(context.Context, string, ...tool.Option) (string, error) {
+	return "ok", nil
+}
+
+// BenchmarkEino measures one full eino ReAct agent run per op
+// (react.Agent.Generate): k tool rounds then a final answer. The agent is
+// built once per sub-benchmark; it keeps no state between runs.
+func BenchmarkEino(b *testing.B) {
+	for _, k := range ks {
+		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
+			ctx := context.Background()
+			ag, err := react.NewAgent(ctx, &react.AgentConfig{
+				ToolCallingModel: newEinoModel(k),
+				ToolsConfig:      compose.ToolsNodeConfig{Tools: []tool.BaseTool{einoNoop{}}, ExecuteSequentially: true},
+				MaxStep:          2*k + 4,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				out, err := ag.Generate(ctx, []*schema.Message{schema.UserMessage("go")})
+				if err != nil || out == nil || out.Content != "done" {
+					b.Fatalf("run %d: %v %v, want \"done\"", i, out, err)
+				}
+			}
+			b.StopTimer()
+			perStep(b, k)
+		})
+	}
+}
+
+// TestScenario checks both fakes against their loops once per k, including
+// that the model really was called k+1 times.
+func TestScenario(t *testing.T) {
+	ctx := context.Background()
+	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, struct{}) (string, error) { return "ok", nil })
+	for _, k := range ks {
+		svc, err := agentsvc.New(agentsvc.Options{Provider: newLCProvider(k), Tools: []vocab.Tool{noop}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for run := range 3 { // later runs must restart the count
+			p, err := svc.SubmitText("go")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := p.Wait(ctx)
+			if err != nil || res.Kind != vocab.PromptCompleted || res.Steps != k+1 {
+				t.Fatalf("loopchart k=%d run %d: %v %v", k, run, res, err)
+			}
+		}
+		h, err := svc.History(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 3 * (1 + 2*k + 1); len(h) != want {
+			t.Errorf("loopchart k=%d: history has %d messages, want %d", k, len(h), want)
+		}
+		svc.Close(ctx)
+
+		cm := &countingModel{einoModel: newEinoModel(k)}
+		ag, err := react.NewAgent(ctx, &react.AgentConfig{
+			ToolCallingModel: cm,
+			ToolsConfig:      compose.ToolsNodeConfig{Tools: []tool.BaseTool{einoNoop{}}, ExecuteSequentially: true},
+			MaxStep:          2*k + 4,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for run := range 3 {
+			cm.n = 0
+			out, err := ag.Generate(ctx, []*schema.Message{schema.UserMessage("go")})
+			if err != nil || out.Content != "done" {
+				t.Fatalf("eino k=%d run %d: %v %v", k, run, out, err)
+			}
+			if cm.n != k+1 {
+				t.Errorf("eino k=%d run %d: %d model calls, want %d", k, run, cm.n, k+1)
+			}
+		}
+	}
+}
+
+// countingModel counts model calls (Generate or Stream) for TestScenario.
+type countingModel struct {
+	*einoModel
+	n int
+}
+
+func (m *countingModel) Generate(ctx context.Context, in []*schema.Message, o ...model.Option) (*schema.Message, error) {
+	m.n++
+	return m.einoModel.Generate(ctx, in, o...)
+}
+
+func (m *countingModel) Stream(ctx context.Context, in []*schema.Message, o ...model.Option) (*schema.StreamReader[*schema.Message], error) {
+	m.n++
+	return m.einoModel.Stream(ctx, in, o...)
+}
+
+func (m *countingModel) WithTools([]*schema.ToolInfo) (model.ToolCallingChatModel, error) {
+	return m, nil
+}
