@@ -53,7 +53,8 @@ type waiter struct {
 	seq      uint64
 	f        func()        // AfterFunc callback; nil for a sleeper
 	wake     chan struct{} // closed when a sleeper fires
-	index    int           // position in the heap; -1 once fired or stopped
+	ctx      context.Context
+	index    int // position in the heap; -1 once fired or stopped
 }
 
 // Now implements [Clock]: it returns the virtual time.
@@ -84,7 +85,7 @@ func (c *Fake) Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	w := &waiter{wake: make(chan struct{})}
+	w := &waiter{wake: make(chan struct{}), ctx: ctx}
 	c.arm(w, d)
 	select {
 	case <-w.wake:
@@ -141,11 +142,24 @@ func (c *Fake) AdvanceToNext() (time.Duration, bool) {
 }
 
 // Pending returns the number of armed waiters: timers that have neither
-// fired nor been stopped, plus goroutines blocked in Sleep.
+// fired nor been stopped, plus goroutines blocked in Sleep whose context is
+// not done. A sleeper stops counting the moment its context is cancelled,
+// before its goroutine resumes, so a test that waits for "everything asleep
+// on the clock" does not mistake a cancelled sleeper for a settled one.
 func (c *Fake) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.waiters)
+	return c.live()
+}
+
+func (c *Fake) live() int {
+	n := 0
+	for _, w := range c.waiters {
+		if w.ctx == nil || w.ctx.Err() == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // WaitForPending blocks until at least n waiters are armed, or ctx is done,
@@ -154,7 +168,7 @@ func (c *Fake) Pending() int {
 func (c *Fake) WaitForPending(ctx context.Context, n int) error {
 	for {
 		c.mu.Lock()
-		if len(c.waiters) >= n {
+		if c.live() >= n {
 			c.mu.Unlock()
 			return nil
 		}

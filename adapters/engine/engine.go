@@ -404,7 +404,17 @@ func (e *Engine) handle(it item) {
 	defer func() {
 		if r := recover(); r != nil {
 			e.log.Error("engine: lane recovered from a panic", "panic", r)
-			e.emit(vocab.EventError, vocab.ErrorPayload{Code: vocab.CodeInternal, Message: fmt.Sprint(r)})
+			// A caller waiting on this item gets an answer, not a hang.
+			if c, ok := it.(callItem); ok {
+				select {
+				case c.done <- vocab.Errorf(vocab.CodeInternal, "engine: panic: %v", r):
+				default:
+				}
+			}
+			func() {
+				defer func() { _ = recover() }() // the sink itself may be what panics
+				e.emit(vocab.EventError, vocab.ErrorPayload{Code: vocab.CodeInternal, Message: fmt.Sprint(r)})
+			}()
 		}
 	}()
 	switch it := it.(type) {

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/loopchart/loopchart/adapters/diagrams"
+)
+
+// TestMain fails the package if a command leaves a goroutine behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// runCmd calls run as main does and returns the exit code and both outputs.
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code = run(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestDemoInstantTimeline(t *testing.T) {
+	code, out, errOut := runCmd(t, "demo", "--instant")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s\nstdout:\n%s", code, errOut, out)
+	}
+	if errOut != "" {
+		t.Errorf("stderr: %s", errOut)
+	}
+	for _, want := range []string{
+		"turn 1 step 1",
+		"turn 1 step 3",
+		"user: How long is notes.txt?",
+		"call call_1 list_files",
+		"retry: attempt 1 failed (llm.server: overloaded, please retry); attempt 2/10 in 1s",
+		"result call_3: 14 words",
+		"turn end: completed after 3 steps",
+		"result: completed{steps=3}",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("timeline lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b[") {
+		t.Error("colour codes without --color")
+	}
+	// The virtual clock starts at 0 and the demo's waits add up (1 s of
+	// retry-after included), so the last reply lands after 3 s.
+	if !strings.Contains(out, "  0.000s ") || !strings.Contains(out, "  3.690s turn 1 step 3") {
+		t.Errorf("timeline times are not the virtual clock's:\n%s", out)
+	}
+}
+
+func TestDemoInstantIsDeterministic(t *testing.T) {
+	_, first, _ := runCmd(t, "demo", "--instant")
+	_, second, _ := runCmd(t, "demo", "--instant")
+	if first != second {
+		t.Errorf("two instant runs differ:\n%s\n---\n%s", first, second)
+	}
+}
+
+func TestDemoColor(t *testing.T) {
+	t.Setenv("NO_COLOR", "")
+	code, out, errOut := runCmd(t, "demo", "--instant", "--color")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "\x1b[") {
+		t.Error("no colour codes with --color")
+	}
+	t.Setenv("NO_COLOR", "1")
+	if _, out, _ := runCmd(t, "demo", "--instant", "--color"); strings.Contains(out, "\x1b[") {
+		t.Error("colour codes although NO_COLOR is set")
+	}
+}
+
+func TestDemoEventsJSON(t *testing.T) {
+	code, out, errOut := runCmd(t, "demo", "--instant", "--events", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) < 20 {
+		t.Fatalf("only %d lines:\n%s", len(lines), out)
+	}
+	var prev uint64
+	kinds := map[string]int{}
+	for i, line := range lines {
+		var ev struct {
+			ID      string          `json:"id"`
+			Session string          `json:"session"`
+			Seq     uint64          `json:"seq"`
+			Kind    string          `json:"kind"`
+			At      time.Time       `json:"at"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Fatalf("line %d is not a JSON object: %v\n%s", i+1, err, line)
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		if ev.Seq <= prev {
+			t.Fatalf("line %d: seq %d after %d", i+1, ev.Seq, prev)
+		}
+		if ev.ID == "" || ev.Session == "" || ev.Kind == "" || ev.At.IsZero() {
+			t.Errorf("line %d: incomplete envelope: %s", i+1, line)
+		}
+		prev = ev.Seq
+		kinds[ev.Kind]++
+	}
+	if first := lines[0]; !strings.Contains(first, `"seq":1,`) {
+		t.Errorf("the stream does not start at seq 1: %s", first)
+	}
+	for _, k := range []string{"agent/start", "turn/start", "llm/retry", "tool/result", "turn/end", "agent/end"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s event", k)
+		}
+	}
+	if !strings.Contains(lines[len(lines)-1], `"kind":"agent/end"`) {
+		t.Errorf("the stream does not end at agent/end: %s", lines[len(lines)-1])
+	}
+	if strings.Contains(out, "result: ") {
+		t.Error("the JSON stream carries the human-readable result line")
+	}
+}
+
+func TestDemoBadScript(t *testing.T) {
+	for file, want := range map[string]string{
+		"bad_finish.json":      `step 2: unknown finish "halt"`,
+		"unknown_field.json":   `step 2: unknown field "halt"`,
+		"bad_duration.json":    `step 1: part 2: bad delay "fast"`,
+		"tool_call_no_id.json": `step 1: tool call 2: missing "id"`,
+		"malformed.json":       "malformed JSON at line 4",
+	} {
+		t.Run(file, func(t *testing.T) {
+			path := filepath.Join("..", "..", "testdata", "scripts", "bad", file)
+			code, out, errOut := runCmd(t, "demo", "--instant", "--script", path)
+			if code != 1 {
+				t.Errorf("exit %d, want 1", code)
+			}
+			if out != "" {
+				t.Errorf("stdout: %s", out)
+			}
+			if !strings.HasPrefix(errOut, "loopchart: input.bad: script "+path+": ") || !strings.Contains(errOut, want) {
+				t.Errorf("stderr %q, want the script and %q", errOut, want)
+			}
+		})
+	}
+	t.Run("missing file", func(t *testing.T) {
+		code, _, errOut := runCmd(t, "demo", "--instant", "--script", filepath.Join(t.TempDir(), "nope.json"))
+		if code != 1 || !strings.Contains(errOut, "nope.json") {
+			t.Errorf("exit %d, stderr %q", code, errOut)
+		}
+	})
+}
+
+func TestDemoScriptThatFails(t *testing.T) {
+	path := filepath.Join("..", "..", "testdata", "scripts", "fails.json")
+	code, out, errOut := runCmd(t, "demo", "--instant", "--script", path)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, out)
+	}
+	if !strings.Contains(errOut, "the demo prompt did not complete: failed{steps=1 error=llm.syntax: ") {
+		t.Errorf("stderr %q", errOut)
+	}
+	if !strings.Contains(out, "result: failed{steps=1") || !strings.Contains(out, "turn end: error{llm.syntax") {
+		t.Errorf("timeline:\n%s", out)
+	}
+}
+
+func TestDemoCustomPromptAndScript(t *testing.T) {
+	path := filepath.Join("..", "..", "testdata", "scripts", "demo.json")
+	code, out, errOut := runCmd(t, "demo", "--instant", "--script", path, "--prompt", "count the words")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "user: count the words") || !strings.Contains(out, "result: completed{steps=3}") {
+		t.Errorf("timeline:\n%s", out)
+	}
+}
+
+func TestDemoUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"demo", "--events", "yaml"},
+		{"demo", "--bogus"},
+	} {
+		code, out, errOut := runCmd(t, args...)
+		if code != 2 || out != "" || !strings.HasPrefix(errOut, "loopchart: usage: ") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+}
+
+func golden(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "diagrams", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestDiagram(t *testing.T) {
+	code, out, errOut := runCmd(t, "diagram", "turn")
+	if code != 0 || errOut != "" {
+		t.Fatalf("diagram turn: exit %d, stderr %q", code, errOut)
+	}
+	if !strings.Contains(out, "\nstateDiagram-v2\n") || out != golden(t, "turn.mmd") {
+		t.Errorf("diagram turn differs from testdata/diagrams/turn.mmd:\n%s", out)
+	}
+
+	code, out, errOut = runCmd(t, "diagram", "--format", "dot", "agent")
+	if code != 0 || errOut != "" {
+		t.Fatalf("diagram --format dot agent: exit %d, stderr %q", code, errOut)
+	}
+	if !strings.Contains(out, "\ndigraph \"agent\" {") || out != golden(t, "agent.dot") {
+		t.Errorf("diagram --format dot agent differs from testdata/diagrams/agent.dot:\n%s", out)
+	}
+}
+
+func TestDiagramWrite(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCmd(t, "diagram", "--write", dir)
+	if code != 0 || out != "" || errOut != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for _, m := range diagrams.Machines() {
+		for _, ext := range []string{"dot", "mmd"} {
+			b, err := os.ReadFile(filepath.Join(dir, m+"."+ext))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(b) != golden(t, m+"."+ext) {
+				t.Errorf("%s.%s differs from the golden copy", m, ext)
+			}
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"unknown machine": {[]string{"diagram", "nope"}, "loopchart: usage: "},
+		"unknown format":  {[]string{"diagram", "--format", "svg", "turn"}, "loopchart: usage: "},
+		"no machine":      {[]string{"diagram"}, "loopchart: usage: diagram needs one machine: [agent tool turn]"},
+		"two machines":    {[]string{"diagram", "turn", "tool"}, "loopchart: usage: diagram needs one machine"},
+		"bad flag":        {[]string{"diagram", "--colour"}, "loopchart: usage: "},
+		"unknown command": {[]string{"frobnicate"}, `loopchart: usage: unknown command "frobnicate"`},
+		"no args":         {nil, "usage: loopchart <command> [flags]"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out, errOut := runCmd(t, tc.args...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if out != "" {
+				t.Errorf("stdout %q, want nothing", out)
+			}
+			if !strings.HasPrefix(errOut, tc.want) {
+				t.Errorf("stderr %q, want it to start with %q", errOut, tc.want)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, arg := range []string{"help", "-h", "--help"} {
+		code, out, errOut := runCmd(t, arg)
+		if code != 0 || errOut != "" {
+			t.Errorf("%s: exit %d, stderr %q", arg, code, errOut)
+		}
+		for _, want := range []string{"usage: loopchart <command>", "demo ", "diagram "} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: help lacks %q:\n%s", arg, want, out)
+			}
+		}
+	}
+}
