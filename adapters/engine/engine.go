@@ -585,6 +585,8 @@ func (e *Engine) RunMaintenance(ctx context.Context, job func(ctx context.Contex
 		}
 		var cancel context.CancelCauseFunc
 		jobCtx, cancel = context.WithCancelCause(e.rootCtx)
+		// The caller's ctx ends the job too (cancelled with its cause).
+		context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 		e.maint = cancel
 		return nil
 	}); err != nil {

@@ -99,10 +99,12 @@ func demoCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	}()
 	p, err := svc.SubmitText(*prompt)
 	if err != nil {
+		svc.Close(context.Background())
 		return err
 	}
 	res, err := p.Wait(ctx)
 	if err != nil {
+		svc.Close(context.Background()) // interrupted: stop the session cleanly
 		return err
 	}
 	<-printed
