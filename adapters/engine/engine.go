@@ -573,6 +573,7 @@ func (e *Engine) stamp(msg vocab.Message, src vocab.Source) vocab.Message {
 // latched and served when the job ends.
 func (e *Engine) RunMaintenance(ctx context.Context, job func(ctx context.Context) error) error {
 	var jobCtx context.Context
+	stop := func() bool { return false }
 	// Wait for the lane's answer whatever ctx does: once the lane has
 	// started the job, only this call can end it. A ctx already done when
 	// the lane gets to the request refuses it there.
@@ -586,13 +587,14 @@ func (e *Engine) RunMaintenance(ctx context.Context, job func(ctx context.Contex
 		var cancel context.CancelCauseFunc
 		jobCtx, cancel = context.WithCancelCause(e.rootCtx)
 		// The caller's ctx ends the job too (cancelled with its cause).
-		context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+		stop = context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 		e.maint = cancel
 		return nil
 	}); err != nil {
 		return err
 	}
 	jobErr := runSafely(jobCtx, job)
+	stop()
 	if err := e.call(context.Background(), func() error {
 		if e.maint != nil {
 			e.maint(nil)
