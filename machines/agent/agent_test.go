@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -17,7 +16,7 @@ import (
 	"github.com/loopchart/loopchart/vocab"
 )
 
-// harness drives one agent instance from a transition table.
+// run is the datadriven glue around chart.Table for the agent machine.
 //
 // Commands:
 //
@@ -27,92 +26,47 @@ import (
 //
 // new and fire end with the leaf state and a summary of the context; fire
 // also checks the machine's invariants after every event.
-type harness struct {
-	m     *agent.Machine
-	inst  *agent.Instance
-	taken map[int]bool
-}
-
-func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
+func run(t *testing.T, tab *chart.Table[agent.Ctx], d *datadriven.TestData) string {
+	var (
+		out string
+		err error
+	)
 	switch d.Cmd {
 	case "new":
-		_, args, err := chart.ParseLine("new " + argLine(d))
-		if err != nil {
-			d.Fatalf(t, "%v", err)
+		var args chart.Args
+		if _, args, err = chart.ParseLine(d.Cmd + " " + cmdArgs(d)); err != nil {
+			break
 		}
 		cfg := agent.Config{PromptGate: args.Bool("gate")}
 		if s, ok := args["hard-stop"]; ok {
 			if cfg.HardStop, err = time.ParseDuration(s); err != nil {
-				d.Fatalf(t, "%v", err)
+				break
 			}
 		}
 		c := agent.NewCtx(cfg)
 		c.Turn, _ = args.Int("turn", 0)
 		c.Paused = args.Bool("paused")
-		var out chart.Out
-		h.inst = h.m.New(c, &out)
-		return out.Format() + summary(h.inst)
+		out = tab.Start(c)
 	case "fire":
-		var b strings.Builder
-		for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
-			ev, err := event(line)
-			if err != nil {
-				d.Fatalf(t, "%s: %v", d.Pos, err)
-			}
-			fmt.Fprintf(&b, "> %s\n", line)
-			var out chart.Out
-			if err := h.m.Fire(h.inst, ev, &out); err != nil {
-				var te *chart.TriggerError
-				if !errors.As(err, &te) {
-					d.Fatalf(t, "%s: untyped error: %v", d.Pos, err)
-				}
-				fmt.Fprintf(&b, "error [%s]: %v\n", te.Code(), err)
-				continue
-			}
-			for _, r := range out.Transitions {
-				h.taken[r.Index] = true
-			}
-			b.WriteString(out.Format())
-			if err := invariants(h.m, h.inst); err != nil {
-				d.Fatalf(t, "%s: after %q: %v", d.Pos, line, err)
-			}
-		}
-		b.WriteString(summary(h.inst))
-		return b.String()
+		out, err = tab.Fire(d.Input)
 	case "snapshot":
-		snap := h.m.Snapshot(h.inst)
-		data, err := json.Marshal(snap)
-		if err != nil {
-			d.Fatalf(t, "marshal: %v", err)
-		}
-		var back chart.Snapshot[agent.Ctx]
-		if err := json.Unmarshal(data, &back); err != nil {
-			d.Fatalf(t, "unmarshal: %v", err)
-		}
-		restored, err := h.m.Restore(back)
-		if err != nil {
-			d.Fatalf(t, "restore: %v", err)
-		}
-		if diff := cmp.Diff(h.inst.Ctx, restored.Ctx); diff != "" || restored.State() != h.inst.State() {
-			d.Fatalf(t, "round trip changed the instance (-live +restored):\n%s", diff)
-		}
-		h.inst = restored
-		return string(data) + "\n"
+		out, err = tab.RoundTrip(func(a, b agent.Ctx) string { return cmp.Diff(a, b) })
+	default:
+		err = fmt.Errorf("unknown command %q", d.Cmd)
 	}
-	d.Fatalf(t, "unknown command %q", d.Cmd)
-	return ""
+	if err != nil {
+		d.Fatalf(t, "%s: %v", d.Pos, err)
+	}
+	return out
 }
 
-func argLine(d *datadriven.TestData) string {
-	var parts []string
-	for _, a := range d.CmdArgs {
-		if len(a.Vals) == 0 {
-			parts = append(parts, a.Key)
-		} else {
-			parts = append(parts, a.Key+"="+strings.Join(a.Vals, ","))
-		}
+// cmdArgs renders the directive's arguments back as "key=value" words.
+func cmdArgs(d *datadriven.TestData) string {
+	words := make([]string, len(d.CmdArgs))
+	for i, a := range d.CmdArgs {
+		words[i] = a.String()
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(words, " ")
 }
 
 // summary renders the state and the non-empty parts of the context.
@@ -294,17 +248,19 @@ func event(line string) (chart.Event, error) {
 // TestTransitions runs every table under testdata/transitions/agent and then
 // checks that together they take every transition of the definition.
 func TestTransitions(t *testing.T) {
-	h := &harness{m: agent.New(), taken: map[int]bool{}}
+	m := agent.New()
+	tab := &chart.Table[agent.Ctx]{M: m, Parse: event, Summary: summary,
+		Check: func(inst *agent.Instance) error { return invariants(m, inst) }}
 	datadriven.Walk(t, "../../testdata/transitions/agent", func(t *testing.T, path string) {
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string { return h.run(t, d) })
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string { return run(t, tab, d) })
 	})
 	if t.Failed() {
 		return
 	}
-	if untaken := chart.Untaken(agent.Definition, h.taken); len(untaken) > 0 {
+	if untaken := tab.Untaken(); len(untaken) > 0 {
 		t.Errorf("transitions no table takes:\n  %s", strings.Join(untaken, "\n  "))
 	}
-	t.Logf("tables took %d of %d transitions", len(h.taken), len(agent.Definition.Transitions))
+	t.Logf("tables took %d of %d transitions", tab.Taken(), len(agent.Definition.Transitions))
 }
 
 // samples holds a zero-valued event for each trigger, for the matrix.
@@ -313,28 +269,14 @@ var samples = []chart.Event{agent.Submit{}, agent.Steer{}, agent.Inject{}, agent
 	agent.TurnEnded{}, agent.TimerFired{}, agent.Drain{}, agent.ToolDetached{}, agent.BackgroundDone{},
 	agent.PromptPass{}, agent.PromptBlock{}}
 
-func sample(tr chart.Trigger) chart.Event {
-	for _, ev := range samples {
-		if ev.Trigger() == tr {
-			return ev
-		}
-	}
-	panic("no sample for " + tr)
-}
-
 // TestMatrix: every (state, trigger) pair the definition does not handle
 // yields ErrUnhandledTrigger and leaves the instance where it was.
 func TestMatrix(t *testing.T) {
-	m := agent.New()
-	if len(samples) != len(agent.Definition.Triggers) {
-		t.Fatalf("%d samples for %d triggers", len(samples), len(agent.Definition.Triggers))
+	sample, err := chart.Sampler(agent.Definition, samples...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tr := range agent.Definition.Triggers {
-		if sample(tr).Trigger() != tr {
-			t.Fatalf("sample for %s is wrong", tr)
-		}
-	}
-	checked, failures := chart.CheckMatrix(m, sample)
+	checked, failures := chart.CheckMatrix(agent.New(), sample)
 	for _, f := range failures {
 		t.Error(f)
 	}

@@ -1524,3 +1524,85 @@ func TestFinalSubstateIgnoresSuperstate(t *testing.T) {
 		t.Fatalf("unstarted instance: %v", err)
 	}
 }
+
+// Table is the runner behind the machines' table tests: it renders fires,
+// records coverage, checks invariants, and fails on bad lines and on
+// round trips that change the instance.
+func TestTable(t *testing.T) {
+	parse := func(line string) (chart.Event, error) {
+		name, a, err := chart.ParseLine(line)
+		if err != nil {
+			return nil, err
+		}
+		code, _ := a.Int("code", 0)
+		return ev{T: chart.Trigger(name), Code: code}, nil
+	}
+	m := mustDoor(t)
+	tab := &chart.Table[door]{M: m, Parse: parse}
+	if got := tab.Start(door{Code: 7}); got != "state=unlocked\n" {
+		t.Fatalf("Start = %q", got)
+	}
+	out, err := tab.Fire("lock\nunlock code=1\nunlock code=7\n\nnope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"> lock\ndoor: unlocked --lock--> locked\n",
+		"> unlock code=1\nerror [machine.guard_rejected]: ",
+		"> unlock code=7\ndoor: locked --unlock[rightCode]--> unlocked\n",
+		"> nope\nerror [machine.unhandled_trigger]: ",
+		"state=unlocked\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Fire output lacks %q:\n%s", want, out)
+		}
+	}
+	if tab.Taken() != 2 || len(tab.Untaken()) != len(doorDef().Transitions)-2 {
+		t.Errorf("coverage: taken %d, untaken %d", tab.Taken(), len(tab.Untaken()))
+	}
+	if _, err := tab.Fire(`open "unterminated`); err == nil {
+		t.Error("a line Parse rejects must fail the table")
+	}
+	if _, err := tab.Fire("jam"); !errors.Is(err, chart.ErrActionPanicked) {
+		t.Errorf("a panicking action is a bug, not a refusal: got %v", err)
+	}
+	tab.Start(door{Code: 7})
+	tab.Check = func(inst *chart.Instance[door]) error {
+		if inst.State() == locked {
+			return errors.New("never lock")
+		}
+		return nil
+	}
+	if _, err := tab.Fire("lock"); err == nil || !strings.Contains(err.Error(), "never lock") {
+		t.Errorf("Check failure: got %v", err)
+	}
+	tab.Check = nil
+	js, err := tab.RoundTrip(func(a, b door) string { return cmp.Diff(a, b) })
+	if err != nil || !strings.Contains(js, `"machine":"door"`) {
+		t.Errorf("RoundTrip = %q, %v", js, err)
+	}
+	if _, err := tab.RoundTrip(func(door, door) string { return "differs" }); err == nil {
+		t.Error("RoundTrip must fail when the restored context differs")
+	}
+}
+
+func TestSampler(t *testing.T) {
+	d := doorDef()
+	all := make([]chart.Event, len(d.Triggers))
+	for i, tr := range d.Triggers {
+		all[i] = ev{T: tr}
+	}
+	sample, err := chart.Sampler(d, all...)
+	if err != nil || sample("knock").Trigger() != "knock" {
+		t.Fatalf("Sampler: %v", err)
+	}
+	if _, err := chart.Sampler(d, all[1:]...); err == nil || !strings.Contains(err.Error(), "no sample") {
+		t.Errorf("missing sample: %v", err)
+	}
+	if _, err := chart.Sampler(d, append(all, ev{T: "open"})...); err == nil || !strings.Contains(err.Error(), "two samples") {
+		t.Errorf("duplicate sample: %v", err)
+	}
+	if _, err := chart.Sampler(d, append(all, ev{T: "stray"})...); err == nil {
+		t.Error("a sample for an undeclared trigger must fail")
+	}
+}

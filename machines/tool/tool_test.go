@@ -17,25 +17,23 @@ import (
 	"github.com/loopchart/loopchart/vocab"
 )
 
-// harness drives one tool-call instance from a transition table.
+// run is the datadriven glue around chart.Table for the tool machine.
 //
 // Commands:
 //
 //	new [id=ID] [tool=NAME] [args=JSON] [grace=DURATION]
 //	fire            (one event per input line, see event)
 //	snapshot        (JSON round trip; prints the snapshot)
-type harness struct {
-	m     *tool.Machine
-	inst  *tool.Instance
-	taken map[int]bool
-}
-
-func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
+func run(t *testing.T, tab *chart.Table[tool.Ctx], d *datadriven.TestData) string {
+	var (
+		out string
+		err error
+	)
 	switch d.Cmd {
 	case "new":
-		_, args, err := chart.ParseLine("new " + argLine(d))
-		if err != nil {
-			d.Fatalf(t, "%v", err)
+		var args chart.Args
+		if _, args, err = chart.ParseLine(d.Cmd + " " + cmdArgs(d)); err != nil {
+			break
 		}
 		call := vocab.ToolCall{ID: "c1", Name: "read"}
 		if v, ok := args["id"]; ok {
@@ -50,70 +48,30 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		var cfg tool.Config
 		if g, ok := args["grace"]; ok {
 			if cfg.AbortGrace, err = time.ParseDuration(g); err != nil {
-				d.Fatalf(t, "%v", err)
+				break
 			}
 		}
-		var out chart.Out
-		h.inst = h.m.New(tool.NewCtx(call, cfg), &out)
-		return out.Format() + fmt.Sprintf("state=%s\n", h.inst.State())
+		out = tab.Start(tool.NewCtx(call, cfg))
 	case "fire":
-		var b strings.Builder
-		for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
-			ev, err := event(line)
-			if err != nil {
-				d.Fatalf(t, "%s: %v", d.Pos, err)
-			}
-			fmt.Fprintf(&b, "> %s\n", line)
-			var out chart.Out
-			if err := h.m.Fire(h.inst, ev, &out); err != nil {
-				var te *chart.TriggerError
-				if !errors.As(err, &te) {
-					d.Fatalf(t, "%s: untyped error: %v", d.Pos, err)
-				}
-				fmt.Fprintf(&b, "error %s: %v\n", te.Code(), err)
-				continue
-			}
-			for _, r := range out.Transitions {
-				h.taken[r.Index] = true
-			}
-			b.WriteString(out.Format())
-		}
-		fmt.Fprintf(&b, "state=%s\n", h.inst.State())
-		return b.String()
+		out, err = tab.Fire(d.Input)
 	case "snapshot":
-		snap := h.m.Snapshot(h.inst)
-		data, err := json.Marshal(snap)
-		if err != nil {
-			d.Fatalf(t, "marshal: %v", err)
-		}
-		var back chart.Snapshot[tool.Ctx]
-		if err := json.Unmarshal(data, &back); err != nil {
-			d.Fatalf(t, "unmarshal: %v", err)
-		}
-		restored, err := h.m.Restore(back)
-		if err != nil {
-			d.Fatalf(t, "restore: %v", err)
-		}
-		if diff := cmp.Diff(h.inst.Ctx, restored.Ctx); diff != "" || restored.State() != h.inst.State() {
-			d.Fatalf(t, "round trip changed the instance (-live +restored):\n%s", diff)
-		}
-		h.inst = restored
-		return string(data) + "\n"
+		out, err = tab.RoundTrip(func(a, b tool.Ctx) string { return cmp.Diff(a, b) })
+	default:
+		err = fmt.Errorf("unknown command %q", d.Cmd)
 	}
-	d.Fatalf(t, "unknown command %q", d.Cmd)
-	return ""
+	if err != nil {
+		d.Fatalf(t, "%s: %v", d.Pos, err)
+	}
+	return out
 }
 
-func argLine(d *datadriven.TestData) string {
-	var parts []string
-	for _, a := range d.CmdArgs {
-		if len(a.Vals) == 0 {
-			parts = append(parts, a.Key)
-		} else {
-			parts = append(parts, a.Key+"="+strings.Join(a.Vals, ","))
-		}
+// cmdArgs renders the directive's arguments back as "key=value" words.
+func cmdArgs(d *datadriven.TestData) string {
+	words := make([]string, len(d.CmdArgs))
+	for i, a := range d.CmdArgs {
+		words[i] = a.String()
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(words, " ")
 }
 
 // stray is an event of a trigger the tool machine does not declare.
@@ -193,46 +151,35 @@ func event(line string) (chart.Event, error) {
 // TestTransitions runs every table under testdata/transitions/tool and then
 // checks that together they take every transition of the definition.
 func TestTransitions(t *testing.T) {
-	h := &harness{m: tool.New(), taken: map[int]bool{}}
+	tab := &chart.Table[tool.Ctx]{M: tool.New(), Parse: event}
 	datadriven.Walk(t, "../../testdata/transitions/tool", func(t *testing.T, path string) {
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string { return h.run(t, d) })
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string { return run(t, tab, d) })
 	})
 	if t.Failed() {
 		return
 	}
-	if untaken := chart.Untaken(tool.Definition, h.taken); len(untaken) > 0 {
+	if untaken := tab.Untaken(); len(untaken) > 0 {
 		t.Errorf("transitions no table takes:\n  %s", strings.Join(untaken, "\n  "))
 	}
-	t.Logf("tables took %d of %d transitions", len(h.taken), len(tool.Definition.Transitions))
+	t.Logf("tables took %d of %d transitions", tab.Taken(), len(tool.Definition.Transitions))
 }
 
-// samples holds a zero-valued event for each trigger, for the matrix.
-var samples = []chart.Event{tool.BeforeProceed{}, tool.BeforeDeny{}, tool.BeforeAsk{}, tool.BeforeFailed{}, tool.Approve{},
-	tool.Reject{}, tool.ExecStarted{}, tool.ExecUpdate{}, tool.ExecDone{}, tool.ExecFailed{}, tool.ExecDetached{},
-	tool.Abort{}, tool.TimerFired{}, tool.AfterDone{}, tool.AfterFailed{}}
+// sample gives a zero-valued event of each trigger, for the matrix.
+var sample = mustSampler(chart.Sampler(tool.Definition, tool.BeforeProceed{}, tool.BeforeDeny{}, tool.BeforeAsk{},
+	tool.BeforeFailed{}, tool.Approve{}, tool.Reject{}, tool.ExecStarted{}, tool.ExecUpdate{}, tool.ExecDone{},
+	tool.ExecFailed{}, tool.ExecDetached{}, tool.Abort{}, tool.TimerFired{}, tool.AfterDone{}, tool.AfterFailed{}))
 
-func sample(tr chart.Trigger) chart.Event {
-	for _, ev := range samples {
-		if ev.Trigger() == tr {
-			return ev
-		}
+func mustSampler(f func(chart.Trigger) chart.Event, err error) func(chart.Trigger) chart.Event {
+	if err != nil {
+		panic(err)
 	}
-	panic("no sample for " + tr)
+	return f
 }
 
 // TestMatrix: every (state, trigger) pair the definition does not handle
 // yields ErrUnhandledTrigger and leaves the instance where it was.
 func TestMatrix(t *testing.T) {
-	m := tool.New()
-	if len(samples) != len(tool.Definition.Triggers) {
-		t.Fatalf("%d samples for %d triggers", len(samples), len(tool.Definition.Triggers))
-	}
-	for _, tr := range tool.Definition.Triggers {
-		if sample(tr).Trigger() != tr {
-			t.Fatalf("sample for %s is wrong", tr)
-		}
-	}
-	checked, failures := chart.CheckMatrix(m, sample)
+	checked, failures := chart.CheckMatrix(tool.New(), sample)
 	for _, f := range failures {
 		t.Error(f)
 	}

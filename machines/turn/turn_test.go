@@ -15,26 +15,24 @@ import (
 	"github.com/loopchart/loopchart/vocab"
 )
 
-// harness drives one turn instance from a transition table.
+// harness drives one turn instance from a transition table (chart.Table
+// does the work; this is the datadriven glue).
 //
 // Commands:
 //
 //	new [turn=N] [max-steps=N] [max-attempts=N] [grace=DURATION]
 //	fire            (one event per input line, see event)
 //	snapshot        (JSON round trip; prints the snapshot)
-type harness struct {
-	m     *turn.Machine
-	inst  *turn.Instance
-	taken map[int]bool
-}
-
-func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
+func run(t *testing.T, tab *chart.Table[turn.Ctx], d *datadriven.TestData) string {
+	var (
+		out string
+		err error
+	)
 	switch d.Cmd {
 	case "new":
-		var b strings.Builder
-		_, args, err := chart.ParseLine("new " + argLine(d))
-		if err != nil {
-			d.Fatalf(t, "%v", err)
+		var args chart.Args
+		if _, args, err = chart.ParseLine(d.Cmd + " " + cmdArgs(d)); err != nil {
+			break
 		}
 		cfg := turn.Config{}
 		cfg.Turn, _ = args.Int("turn", 1)
@@ -44,70 +42,31 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			cfg.Retry.MaxAttempts = n
 		}
 		if g, ok := args["grace"]; ok {
-			cfg.AbortGrace, err = time.ParseDuration(g)
-			if err != nil {
-				d.Fatalf(t, "%v", err)
+			if cfg.AbortGrace, err = time.ParseDuration(g); err != nil {
+				break
 			}
 		}
-		var out chart.Out
-		h.inst = h.m.New(turn.NewCtx(cfg), &out)
-		b.WriteString(out.Format())
-		fmt.Fprintf(&b, "state=%s\n", h.inst.State())
-		return b.String()
+		out = tab.Start(turn.NewCtx(cfg))
 	case "fire":
-		var b strings.Builder
-		for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
-			ev, err := event(line)
-			if err != nil {
-				d.Fatalf(t, "%s: %v", d.Pos, err)
-			}
-			fmt.Fprintf(&b, "> %s\n", line)
-			var out chart.Out
-			if err := h.m.Fire(h.inst, ev, &out); err != nil {
-				fmt.Fprintf(&b, "error: %v\n", err)
-				continue
-			}
-			for _, r := range out.Transitions {
-				h.taken[r.Index] = true
-			}
-			b.WriteString(out.Format())
-		}
-		fmt.Fprintf(&b, "state=%s\n", h.inst.State())
-		return b.String()
+		out, err = tab.Fire(d.Input)
 	case "snapshot":
-		snap := h.m.Snapshot(h.inst)
-		data, err := json.Marshal(snap)
-		if err != nil {
-			d.Fatalf(t, "marshal: %v", err)
-		}
-		var back chart.Snapshot[turn.Ctx]
-		if err := json.Unmarshal(data, &back); err != nil {
-			d.Fatalf(t, "unmarshal: %v", err)
-		}
-		restored, err := h.m.Restore(back)
-		if err != nil {
-			d.Fatalf(t, "restore: %v", err)
-		}
-		if diff := cmp.Diff(h.inst.Ctx, restored.Ctx); diff != "" || restored.State() != h.inst.State() {
-			d.Fatalf(t, "round trip changed the instance (-live +restored):\n%s", diff)
-		}
-		h.inst = restored
-		return string(data) + "\n"
+		out, err = tab.RoundTrip(func(a, b turn.Ctx) string { return cmp.Diff(a, b) })
+	default:
+		err = fmt.Errorf("unknown command %q", d.Cmd)
 	}
-	d.Fatalf(t, "unknown command %q", d.Cmd)
-	return ""
+	if err != nil {
+		d.Fatalf(t, "%s: %v", d.Pos, err)
+	}
+	return out
 }
 
-func argLine(d *datadriven.TestData) string {
-	var parts []string
-	for _, a := range d.CmdArgs {
-		if len(a.Vals) == 0 {
-			parts = append(parts, a.Key)
-		} else {
-			parts = append(parts, a.Key+"="+strings.Join(a.Vals, ","))
-		}
+// cmdArgs renders the directive's arguments back as "key=value" words.
+func cmdArgs(d *datadriven.TestData) string {
+	words := make([]string, len(d.CmdArgs))
+	for i, a := range d.CmdArgs {
+		words[i] = a.String()
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(words, " ")
 }
 
 // event parses one table line into a turn event:
@@ -200,40 +159,29 @@ func event(line string) (chart.Event, error) {
 // TestTransitions runs every table under testdata/transitions/turn and then
 // checks that together they take every transition of the definition.
 func TestTransitions(t *testing.T) {
-	h := &harness{m: turn.New(), taken: map[int]bool{}}
+	tab := &chart.Table[turn.Ctx]{M: turn.New(), Parse: event}
 	datadriven.Walk(t, "../../testdata/transitions/turn", func(t *testing.T, path string) {
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string { return h.run(t, d) })
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string { return run(t, tab, d) })
 	})
 	if t.Failed() {
 		return
 	}
-	if untaken := chart.Untaken(turn.Definition, h.taken); len(untaken) > 0 {
+	if untaken := tab.Untaken(); len(untaken) > 0 {
 		t.Errorf("transitions no table takes:\n  %s", strings.Join(untaken, "\n  "))
 	}
-	t.Logf("tables took %d of %d transitions", len(h.taken), len(turn.Definition.Transitions))
-}
-
-// sample returns a zero-valued event for each trigger, for the matrix.
-func sample(tr chart.Trigger) chart.Event {
-	for _, ev := range []chart.Event{turn.GateProceed{}, turn.GateEmpty{}, turn.GateRefuse{}, turn.ModelDone{}, turn.ModelFailed{},
-		turn.TimerFired{}, turn.ToolStarted{}, turn.ToolOutcome{}, turn.Drained{}, turn.Abort{}, turn.Pause{}, turn.Continue{}, turn.Stop{}} {
-		if ev.Trigger() == tr {
-			return ev
-		}
-	}
-	panic("no sample for " + tr)
+	t.Logf("tables took %d of %d transitions", tab.Taken(), len(turn.Definition.Transitions))
 }
 
 // TestMatrix: every (state, trigger) pair the definition does not handle
 // yields ErrUnhandledTrigger and leaves the instance where it was.
 func TestMatrix(t *testing.T) {
-	m := turn.New()
-	for _, tr := range turn.Definition.Triggers {
-		if sample(tr).Trigger() != tr {
-			t.Fatalf("sample for %s is wrong", tr)
-		}
+	sample, err := chart.Sampler(turn.Definition, turn.GateProceed{}, turn.GateEmpty{}, turn.GateRefuse{}, turn.ModelDone{},
+		turn.ModelFailed{}, turn.TimerFired{}, turn.ToolStarted{}, turn.ToolOutcome{}, turn.Drained{}, turn.Abort{},
+		turn.Pause{}, turn.Continue{}, turn.Stop{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	checked, failures := chart.CheckMatrix(m, sample)
+	checked, failures := chart.CheckMatrix(turn.New(), sample)
 	for _, f := range failures {
 		t.Error(f)
 	}
