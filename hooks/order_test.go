@@ -17,12 +17,6 @@ func pass(ctx context.Context, c string, next Next[string]) (string, error) {
 	return next(ctx, c)
 }
 
-// tag returns a waterfall handler that appends name to the value.
-func tag(name string) Handler[string] {
-	return func(ctx context.Context, c string, next Next[string]) (string, error) {
-		return next(ctx, c+name)
-	}
-}
 
 // reg is one Register call in an ordering table test.
 type reg struct {

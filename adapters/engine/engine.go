@@ -188,7 +188,6 @@ type Engine struct {
 	closing       bool
 	discarded     []vocab.ID
 	lastCancel    vocab.CancelCause
-	closeDone     []chan error
 	specs         []vocab.ToolSpec
 }
 
