@@ -17,7 +17,6 @@ func pass(ctx context.Context, c string, next Next[string]) (string, error) {
 	return next(ctx, c)
 }
 
-
 // reg is one Register call in an ordering table test.
 type reg struct {
 	id   string
