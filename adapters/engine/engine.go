@@ -632,9 +632,13 @@ func (e *Engine) WhenIdle(ctx context.Context) error {
 	}
 }
 
+// idle reports whether the agent rests: no turn runs, no prompt is being
+// gated, and nothing will start one without a new input. Queued input that
+// does not wake the agent (injected messages, reminders, a kept inbox after
+// a cancel, anything while paused) waits for the next wake, so it does not
+// count; the agent machine starts a turn itself whenever work can run.
 func (e *Engine) idle() bool {
-	return e.agentM.In(e.agent, agent.Idle) && e.turn == nil && e.agent.Ctx.Status == agent.StatusIdle &&
-		len(e.agent.Ctx.NextTurn) == 0 && !(len(e.agent.Ctx.NextStep) > 0 && !e.agent.Ctx.Paused)
+	return e.turn == nil && (e.agentM.In(e.agent, agent.Ready) || e.agentM.In(e.agent, agent.Waiting))
 }
 
 func (e *Engine) checkIdle() {
