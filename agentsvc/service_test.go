@@ -28,7 +28,10 @@ func TestErrorHandlerOrder(t *testing.T) {
 	var calls []string
 	handler := func(id string, match bool, retry bool) agentsvc.ErrorHandler {
 		return agentsvc.ErrorHandler{ID: id,
-			Match: func(err *vocab.Error) bool { calls = append(calls, id+":match"); return match && err.Code == vocab.CodeContextOverflow },
+			Match: func(err *vocab.Error) bool {
+				calls = append(calls, id+":match")
+				return match && err.Code == vocab.CodeContextOverflow
+			},
 			Handle: func(ctx context.Context, c *agentsvc.ErrorContext) error {
 				calls = append(calls, id+":handle")
 				if retry {
