@@ -3,7 +3,6 @@ package chart
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/qmuntal/stateless"
 )
@@ -229,69 +228,23 @@ func (m *Machine[C]) configure() {
 		}
 	}
 	// resolve has already chosen the transition when stateless runs, so
-	// stateless only has to carry it out. A (state, trigger) group of plain
-	// transitions (no internal one, no re-entry: stateless treats a dynamic
-	// move to the same state as a re-entry) becomes one dynamic transition
-	// whose destination is the chosen one's; it needs no guard — and so
-	// allocates nothing — unless a superstate handles the trigger too
-	// (stateless looks at the substate first). Other groups keep one
-	// guarded stateless transition per definition transition; a lone
-	// transition there is unguarded unless a superstate competes.
-	for from := 1; from < len(m.states); from++ {
-		for tr := 1; tr < len(m.table[from]); tr++ {
-			group := m.table[from][tr]
-			if len(group) == 0 {
-				continue
-			}
-			sc := m.sm.Configure(stateKey(from))
-			inherited := m.inherits(from, tr)
-			special := false
-			for _, i := range group {
-				t := &m.def.Transitions[i]
-				special = special || t.To == "" || t.To == t.From
-			}
-			if !special {
-				var guards []stateless.GuardFunc
-				if inherited {
-					guards = append(guards, func(context.Context, ...any) bool { return slices.Contains(group, m.chosen) })
-				}
-				sc.PermitDynamic(triggerKey(tr), func(context.Context, ...any) (stateless.State, error) {
-					t := &m.def.Transitions[m.chosen]
-					if t.To == "" {
-						return stateKey(m.cur.state), nil
-					}
-					return stateKey(m.stateIdx[t.To]), nil
-				}, guards...)
-				continue
-			}
-			for _, i := range group {
-				t := &m.def.Transitions[i]
-				var guards []stateless.GuardFunc
-				if len(group) > 1 || inherited {
-					guards = append(guards, func(context.Context, ...any) bool { return m.chosen == i })
-				}
-				switch {
-				case t.To == "":
-					sc.InternalTransition(triggerKey(tr), func(context.Context, ...any) error { m.runTransitionAction(); return nil }, guards...)
-				case t.To == t.From:
-					sc.PermitReentry(triggerKey(tr), guards...)
-				default:
-					sc.Permit(triggerKey(tr), stateKey(m.stateIdx[t.To]), guards...)
-				}
-			}
+	// stateless only carries it out. Each definition transition gets a
+	// stateless trigger of its own (its index + 1), declared on its source
+	// state only: stateless finds it by walking up from the current leaf,
+	// and never has to choose between transitions — no guards, so no guard
+	// allocations and no "multiple permitted transitions" panic.
+	for i, t := range m.def.Transitions {
+		sc := m.sm.Configure(stateKey(m.stateIdx[t.From]))
+		key := triggerKey(i + 1)
+		switch {
+		case t.To == "":
+			sc.InternalTransition(key, func(context.Context, ...any) error { m.runTransitionAction(); return nil })
+		case t.To == t.From:
+			sc.PermitReentry(key)
+		default:
+			sc.Permit(key, stateKey(m.stateIdx[t.To]))
 		}
 	}
-}
-
-// inherits reports whether a proper ancestor of state s declares a
-// transition for trigger tr.
-func (m *Machine[C]) inherits(s, tr int) bool {
-	for p := m.states[s].parent; p != 0; p = m.states[p].parent {
-		if len(m.table[p][tr]) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // runTransitionAction runs the chosen transition's action once per Fire,
@@ -362,7 +315,7 @@ func (m *Machine[C]) Fire(inst *Instance[C], ev Event, out *Out) (err error) {
 		m.cur, m.ev, m.out = nil, nil, nil
 	}()
 	t := &m.def.Transitions[idx]
-	if err := m.sm.FireCtx(context.Background(), triggerKey(m.trigIdx[t.On])); err != nil {
+	if err := m.sm.FireCtx(context.Background(), triggerKey(idx+1)); err != nil {
 		return fmt.Errorf("%s: stateless: %w", m.def.Name, err)
 	}
 	m.runTransitionAction() // internal transitions without OnTransitioning
