@@ -17,7 +17,12 @@ count() {
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" -test.run '^$' -test.bench "$1" \
     -test.benchtime "$2x" -test.cpu 1 2>&1 | awk '/I +refs/ {gsub(",", "", $4); print $4}'
 }
+n=${N:-10000}
 for re in "$@"; do
-  a=$(count "$re" 10000); b=$(count "$re" 20000)
-  printf '%-50s %8d instructions/op\n' "$re" $(( (b - a) / 10000 ))
+  a=$(count "$re" "$n"); b=$(count "$re" $((2 * n)))
+  if [ -z "$a" ] || [ -z "$b" ]; then
+    echo "$re: no instruction count (did the benchmark run?)" >&2
+    exit 1
+  fi
+  printf '%-50s %8d instructions/op\n' "$re" $(( (b - a) / n ))
 done
