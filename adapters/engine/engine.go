@@ -170,25 +170,22 @@ type Engine struct {
 	history []vocab.Message
 	seq     uint64
 
-	reply         *vocab.Message // the assistant message being streamed
-	pendingUsage  vocab.Usage
-	pendingFinish vocab.FinishReason
-	replyOpen     bool
-	modelStop     context.CancelCauseFunc
-	modelGen      uint64
-	batch         []vocab.ToolCall
-	next          int // next call of batch to start
-	tools         map[string]*toolRun
-	timers        map[timerKey]clock.Timer
-	maint         context.CancelCauseFunc
-	prompts       map[vocab.ID]*promptWait
-	idleWaits     []chan struct{}
-	lastFinish    vocab.FinishReason
-	stopReason    string
-	closing       bool
-	discarded     []vocab.ID
-	lastCancel    vocab.CancelCause
-	specs         []vocab.ToolSpec
+	reply      assembler // the assistant message being streamed
+	modelStop  context.CancelCauseFunc
+	modelGen   uint64
+	batch      []vocab.ToolCall
+	next       int // next call of batch to start
+	tools      map[string]*toolRun
+	timers     map[timerKey]clock.Timer
+	maint      context.CancelCauseFunc
+	prompts    map[vocab.ID]*promptWait
+	idleWaits  []chan struct{}
+	lastFinish vocab.FinishReason
+	stopReason string
+	closing    bool
+	discarded  []vocab.ID
+	lastCancel vocab.CancelCause
+	specs      []vocab.ToolSpec
 }
 
 type toolRun struct {

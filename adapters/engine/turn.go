@@ -178,8 +178,7 @@ func (e *Engine) startRequest(f turn.StartRequest) {
 	gen := e.modelGen
 	ctx, cancel := context.WithCancelCause(e.turnCtx)
 	e.modelStop = cancel
-	e.reply = &vocab.Message{Role: vocab.RoleAssistant, Source: vocab.SourceModel}
-	e.replyOpen = false
+	e.reply.reset()
 	provider, onErr := e.opt.Provider, e.opt.Hooks.RequestError
 	info := StepInfo{Session: e.session, Turn: f.Turn, Step: f.Step, First: f.Step == 1}
 	e.spawn(func() {
@@ -241,34 +240,11 @@ func (e *Engine) onModelPart(p modelPart) {
 	if p.gen != e.modelGen || e.turn == nil || !e.turnM.In(e.turn, turn.Thinking) {
 		return
 	}
-	if !e.replyOpen {
-		e.replyOpen = true
+	if !e.reply.open {
+		e.reply.open = true
 		e.emit(vocab.EventMessageStart, vocab.MessagePayload{Message: vocab.Message{Role: vocab.RoleAssistant}})
 	}
-	r := e.reply
-	switch p.part.Kind {
-	case vocab.StreamText, vocab.StreamThinking:
-		kind := vocab.PartText
-		if p.part.Kind == vocab.StreamThinking {
-			kind = vocab.PartThinking
-		}
-		if n := len(r.Parts); n > 0 && r.Parts[n-1].Kind == kind {
-			r.Parts[n-1].Text += p.part.Text
-		} else {
-			r.Parts = append(r.Parts, vocab.Part{Kind: kind, Text: p.part.Text})
-		}
-	case vocab.StreamToolCall:
-		if p.part.Call != nil {
-			c := *p.part.Call
-			r.Parts = append(r.Parts, vocab.Part{Kind: vocab.PartToolCall, Call: &c})
-		}
-	case vocab.StreamUsage:
-		if p.part.Usage != nil {
-			e.pendingUsage = *p.part.Usage
-		}
-	case vocab.StreamFinish:
-		e.pendingFinish = p.part.Finish
-	}
+	e.reply.add(p.part)
 	e.emit(vocab.EventMessageUpdate, vocab.DeltaPayload{Part: p.part})
 }
 
@@ -277,14 +253,13 @@ func (e *Engine) onModelEnd(m modelEnd) {
 		return
 	}
 	e.modelStop = nil
-	reply, usage, finish := *e.reply, e.pendingUsage, e.pendingFinish
-	e.pendingUsage, e.pendingFinish = vocab.Usage{}, ""
+	reply, usage, finish := e.reply.message(), e.reply.usage, e.reply.finish
 	if m.err != nil {
 		// A reply that broke mid-stream ends here: close the message it
 		// opened, so a retry's message/start is not nested in it.
-		if e.replyOpen {
+		if e.reply.open {
 			e.emit(vocab.EventMessageEnd, vocab.MessagePayload{Message: reply})
-			e.replyOpen = false
+			e.reply.open = false
 		}
 		if m.retry {
 			e.history = slices.Clone(m.recovered)
@@ -309,33 +284,32 @@ func (e *Engine) cancelRequest(cause vocab.CancelCause) {
 		e.modelStop = nil
 	}
 	e.modelGen++
-	if e.reply != nil && len(e.reply.Parts) > 0 && !e.reply.IsEmptyReply() {
-		m := *e.reply
+	partial := e.reply.message()
+	if len(partial.Parts) > 0 && !partial.IsEmptyReply() {
+		m := partial
 		m.Source = vocab.SourceSalvaged
 		m.Parts = slices.DeleteFunc(slices.Clone(m.Parts), func(p vocab.Part) bool { return p.Kind == vocab.PartToolCall })
 		e.appendHistory(m)
 		e.emit(vocab.EventAssistant, vocab.MessagePayload{Message: m})
 	}
-	if e.replyOpen {
-		e.emit(vocab.EventMessageEnd, vocab.MessagePayload{Message: *e.reply})
-		e.replyOpen = false
+	if e.reply.open {
+		e.emit(vocab.EventMessageEnd, vocab.MessagePayload{Message: partial})
 	}
-	e.reply = nil
+	e.reply.reset()
 }
 
 // commitReply writes the reply to history. Usage is recorded before any
 // tool of the step runs.
 func (e *Engine) commitReply(f turn.CommitReply) {
-	if !e.replyOpen {
+	if !e.reply.open {
 		e.emit(vocab.EventMessageStart, vocab.MessagePayload{Message: vocab.Message{Role: vocab.RoleAssistant}})
 	}
-	e.replyOpen = false
 	e.emit(vocab.EventUsage, vocab.UsagePayload{Usage: f.Usage})
 	e.appendHistory(f.Reply)
 	e.lastFinish = f.Finish
 	e.emit(vocab.EventMessageEnd, vocab.MessagePayload{Message: f.Reply})
 	e.emit(vocab.EventAssistant, vocab.MessagePayload{Message: f.Reply})
-	e.reply = nil
+	e.reply.reset()
 }
 
 // ---- tools (sequential executor) ----
