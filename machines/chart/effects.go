@@ -16,6 +16,8 @@ type StartTimer struct {
 
 // EffectName implements Effect.
 func (StartTimer) EffectName() string { return "start-timer" }
+
+// String renders StartTimer for tables and logs.
 func (e StartTimer) String() string {
 	return fmt.Sprintf("start-timer %s#%d after %s", e.Name, e.Seq, e.Delay)
 }
@@ -29,7 +31,9 @@ type CancelTimer struct {
 
 // EffectName implements Effect.
 func (CancelTimer) EffectName() string { return "cancel-timer" }
-func (e CancelTimer) String() string   { return fmt.Sprintf("cancel-timer %s#%d", e.Name, e.Seq) }
+
+// String renders CancelTimer for tables and logs.
+func (e CancelTimer) String() string { return fmt.Sprintf("cancel-timer %s#%d", e.Name, e.Seq) }
 
 // Timer is a pending timer as kept in a machine context (and so in its
 // snapshot): the adapter re-arms it after a restore.

@@ -69,31 +69,59 @@ type EndTurn struct {
 	Steps int
 }
 
-// EffectName implementations.
-func (RunGate) EffectName() string        { return "run-gate" }
-func (StartRequest) EffectName() string   { return "start-request" }
-func (CancelRequest) EffectName() string  { return "cancel-request" }
-func (CommitReply) EffectName() string    { return "commit-reply" }
-func (RetryScheduled) EffectName() string { return "retry-scheduled" }
-func (SpawnTools) EffectName() string     { return "spawn-tools" }
-func (CancelTools) EffectName() string    { return "cancel-tools" }
-func (CommitResults) EffectName() string  { return "commit-results" }
-func (Drain) EffectName() string          { return "drain" }
-func (EndTurn) EffectName() string        { return "end-turn" }
+func (RunGate) EffectName() string { return "run-gate" }
 
+// EffectName implements chart.Effect.
+func (StartRequest) EffectName() string { return "start-request" }
+
+// EffectName implements chart.Effect.
+func (CancelRequest) EffectName() string { return "cancel-request" }
+
+// EffectName implements chart.Effect.
+func (CommitReply) EffectName() string { return "commit-reply" }
+
+// EffectName implements chart.Effect.
+func (RetryScheduled) EffectName() string { return "retry-scheduled" }
+
+// EffectName implements chart.Effect.
+func (SpawnTools) EffectName() string { return "spawn-tools" }
+
+// EffectName implements chart.Effect.
+func (CancelTools) EffectName() string { return "cancel-tools" }
+
+// EffectName implements chart.Effect.
+func (CommitResults) EffectName() string { return "commit-results" }
+
+// EffectName implements chart.Effect.
+func (Drain) EffectName() string { return "drain" }
+
+// EffectName implements chart.Effect.
+func (EndTurn) EffectName() string { return "end-turn" }
+
+// String renders RunGate for tables and logs.
 func (e RunGate) String() string {
 	return fmt.Sprintf("run-gate turn=%d step=%d first=%t", e.Turn, e.Step, e.First)
 }
+
+// String renders StartRequest for tables and logs.
 func (e StartRequest) String() string {
 	return fmt.Sprintf("start-request turn=%d step=%d attempt=%d", e.Turn, e.Step, e.Attempt)
 }
+
+// String renders CancelRequest for tables and logs.
 func (e CancelRequest) String() string { return "cancel-request cause=" + e.Cause.String() }
+
+// String renders CommitReply for tables and logs.
 func (e CommitReply) String() string {
 	return fmt.Sprintf("commit-reply finish=%s calls=%d text=%q", e.Finish, len(e.Reply.ToolCalls()), e.Reply.Text())
 }
+
+// String renders RetryScheduled for tables and logs.
 func (e RetryScheduled) String() string {
 	return fmt.Sprintf("retry-scheduled attempt=%d->%d/%d delay=%s code=%s", e.FailedAttempt, e.NextAttempt, e.MaxAttempts, e.Delay, e.Code)
 }
+
+// String renders SpawnTools for tables and logs.
 func (e SpawnTools) String() string {
 	ids := make([]string, len(e.Calls))
 	for i, c := range e.Calls {
@@ -101,7 +129,11 @@ func (e SpawnTools) String() string {
 	}
 	return fmt.Sprintf("spawn-tools step=%d [%s]", e.Step, strings.Join(ids, " "))
 }
+
+// String renders CancelTools for tables and logs.
 func (e CancelTools) String() string { return "cancel-tools cause=" + e.Cause.String() }
+
+// String renders CommitResults for tables and logs.
 func (e CommitResults) String() string {
 	parts := make([]string, len(e.Results))
 	for i, r := range e.Results {
@@ -113,7 +145,11 @@ func (e CommitResults) String() string {
 	}
 	return "commit-results [" + strings.Join(parts, " ") + "]"
 }
+
+// String renders Drain for tables and logs.
 func (e Drain) String() string { return fmt.Sprintf("drain step=%d concluded=%t", e.Step, e.Concluded) }
+
+// String renders EndTurn for tables and logs.
 func (e EndTurn) String() string {
 	return fmt.Sprintf("end-turn %s steps=%d", e.End, e.Steps)
 }

@@ -90,17 +90,40 @@ type Continue struct{}
 // so).
 type Stop struct{ Reason string }
 
-// Trigger implementations.
 func (GateProceed) Trigger() chart.Trigger { return TrGateProceed }
-func (GateEmpty) Trigger() chart.Trigger   { return TrGateEmpty }
-func (GateRefuse) Trigger() chart.Trigger  { return TrGateRefuse }
-func (ModelDone) Trigger() chart.Trigger   { return TrModelDone }
+
+// Trigger implements chart.Event.
+func (GateEmpty) Trigger() chart.Trigger { return TrGateEmpty }
+
+// Trigger implements chart.Event.
+func (GateRefuse) Trigger() chart.Trigger { return TrGateRefuse }
+
+// Trigger implements chart.Event.
+func (ModelDone) Trigger() chart.Trigger { return TrModelDone }
+
+// Trigger implements chart.Event.
 func (ModelFailed) Trigger() chart.Trigger { return TrModelFailed }
-func (TimerFired) Trigger() chart.Trigger  { return TrTimer }
+
+// Trigger implements chart.Event.
+func (TimerFired) Trigger() chart.Trigger { return TrTimer }
+
+// Trigger implements chart.Event.
 func (ToolStarted) Trigger() chart.Trigger { return TrToolStarted }
+
+// Trigger implements chart.Event.
 func (ToolOutcome) Trigger() chart.Trigger { return TrToolOutcome }
-func (Drained) Trigger() chart.Trigger     { return TrDrained }
-func (Abort) Trigger() chart.Trigger       { return TrAbort }
-func (Pause) Trigger() chart.Trigger       { return TrPause }
-func (Continue) Trigger() chart.Trigger    { return TrContinue }
-func (Stop) Trigger() chart.Trigger        { return TrStop }
+
+// Trigger implements chart.Event.
+func (Drained) Trigger() chart.Trigger { return TrDrained }
+
+// Trigger implements chart.Event.
+func (Abort) Trigger() chart.Trigger { return TrAbort }
+
+// Trigger implements chart.Event.
+func (Pause) Trigger() chart.Trigger { return TrPause }
+
+// Trigger implements chart.Event.
+func (Continue) Trigger() chart.Trigger { return TrContinue }
+
+// Trigger implements chart.Event.
+func (Stop) Trigger() chart.Trigger { return TrStop }
