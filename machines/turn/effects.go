@@ -69,6 +69,7 @@ type EndTurn struct {
 	Steps int
 }
 
+// EffectName implements chart.Effect.
 func (RunGate) EffectName() string { return "run-gate" }
 
 // EffectName implements chart.Effect.

@@ -90,6 +90,7 @@ type Continue struct{}
 // so).
 type Stop struct{ Reason string }
 
+// Trigger implements chart.Event.
 func (GateProceed) Trigger() chart.Trigger { return TrGateProceed }
 
 // Trigger implements chart.Event.
