@@ -142,7 +142,7 @@ func CodeOf(err error) Code {
 	if errors.As(err, &e) {
 		return e.Code
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errCancelled) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, CodeCancelled.Err()) {
 		return CodeCancelled
 	}
 	return CodeInternal

@@ -2,6 +2,7 @@ package vocab
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 )
 
@@ -182,4 +183,19 @@ type Usage struct {
 // Add returns the sum of u and v.
 func (u Usage) Add(v Usage) Usage {
 	return Usage{u.InputTokens + v.InputTokens, u.OutputTokens + v.OutputTokens, u.CacheReadTokens + v.CacheReadTokens, u.CacheWriteTokens + v.CacheWriteTokens}
+}
+
+// AbortedResult is the one result of a call cut off by an abort, shared by
+// the turn machine (calls it fills in) and the tool machine: `Tool "NAME"
+// was aborted` when it had started, `... before execution` when not; a user
+// cancel adds that the model should not simply retry.
+func AbortedResult(call ToolCall, started bool, cause CancelCause) ToolResult {
+	text := fmt.Sprintf("Tool %q was aborted before execution", call.Name)
+	if started {
+		text = fmt.Sprintf("Tool %q was aborted", call.Name)
+	}
+	if cause.Kind == CancelUser {
+		text += ". The user interrupted this tool call; do not simply retry it, wait for the user's next instruction"
+	}
+	return ToolResult{CallID: call.ID, Name: call.Name, Content: text, IsError: true, Code: CodeToolAborted, Started: started}
 }

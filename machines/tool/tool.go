@@ -38,7 +38,6 @@ import (
 	"fmt"
 
 	"github.com/loopchart/loopchart/machines/chart"
-	"github.com/loopchart/loopchart/machines/turn"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -133,7 +132,7 @@ var (
 	aAbortNotStarted = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		c.setAbort(ev)
 		c.Approval = nil
-		c.setResult(turn.AbortedResult(c.Call, false, *c.Abort))
+		c.setResult(vocab.AbortedResult(c.Call, false, *c.Abort))
 	})
 	aApprove = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Approval = nil })
 	aReject  = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
@@ -174,7 +173,7 @@ var (
 	aAbortQueued = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		c.setAbort(ev)
 		out.Emit(CancelExecution{CallID: c.Call.ID, Cause: *c.Abort})
-		c.setResult(turn.AbortedResult(c.Call, false, *c.Abort))
+		c.setResult(vocab.AbortedResult(c.Call, false, *c.Abort))
 	}, "cancel-execution")
 	aAbortRunning = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		c.setAbort(ev)
@@ -187,16 +186,16 @@ var (
 	}, "cancel-timer")
 	aAbortSettle = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
 		c.Timer.Disarm(out)
-		c.setResult(turn.AbortedResult(c.Call, true, c.cause()))
+		c.setResult(vocab.AbortedResult(c.Call, true, c.cause()))
 	}, "cancel-timer")
 	aGraceOver = act(func(c *Ctx, _ chart.Event, _ *chart.Out) {
 		c.Timer = chart.Timer{}
-		c.setResult(turn.AbortedResult(c.Call, true, c.cause()))
+		c.setResult(vocab.AbortedResult(c.Call, true, c.cause()))
 	})
 	aAbortDetached = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		c.setAbort(ev)
 		out.Emit(CancelExecution{CallID: c.Call.ID, Cause: *c.Abort})
-		c.setResult(turn.AbortedResult(c.Call, true, *c.Abort))
+		c.setResult(vocab.AbortedResult(c.Call, true, *c.Abort))
 	}, "cancel-execution")
 	aEnterAfter = act(func(c *Ctx, _ chart.Event, out *chart.Out) { out.Emit(RunAfter{Result: c.result()}) }, "run-after")
 	aAfterDone  = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {

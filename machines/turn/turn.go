@@ -283,18 +283,6 @@ func scheduleRetry(c *Ctx, err *vocab.Error, jitter float64, out *chart.Out) {
 	c.Timer.Arm(&c.TimerSeq, TimerRetry, d, out)
 }
 
-// AbortedResult is the result given to a call cut off by an abort.
-func AbortedResult(call vocab.ToolCall, started bool, cause vocab.CancelCause) vocab.ToolResult {
-	text := fmt.Sprintf("Tool %q was aborted before execution", call.Name)
-	if started {
-		text = fmt.Sprintf("Tool %q was aborted", call.Name)
-	}
-	if cause.Kind == vocab.CancelUser {
-		text += ". The user interrupted this tool call; do not simply retry it, wait for the user's next instruction"
-	}
-	return vocab.ToolResult{CallID: call.ID, Name: call.Name, Content: text, IsError: true, Code: vocab.CodeToolAborted, Started: started}
-}
-
 // commitResults emits the batch's results in the model's order, filling
 // every missing outcome as aborted.
 func commitResults(c *Ctx, out *chart.Out) {
@@ -308,7 +296,7 @@ func commitResults(c *Ctx, out *chart.Out) {
 			res[i] = *r
 			continue
 		}
-		r := AbortedResult(call, c.Started[i], cause)
+		r := vocab.AbortedResult(call, c.Started[i], cause)
 		c.Results[i] = &r
 		res[i] = r
 	}
