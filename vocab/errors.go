@@ -38,6 +38,10 @@ const (
 	CodeRequestRejected Code = "llm.request_rejected"
 	// CodeFiltered: the provider filtered the answer.
 	CodeFiltered Code = "llm.filtered"
+	// CodeProviderError: the reply ended with finish reason error.
+	CodeProviderError Code = "llm.provider_error"
+	// CodeAborted: the reply ended with finish reason aborted.
+	CodeAborted Code = "llm.aborted"
 	// CodeToolUnknown: the model called a tool that is not registered.
 	CodeToolUnknown Code = "tool.unknown"
 	// CodeToolBadArguments: the tool call's arguments are not valid.
@@ -56,16 +60,33 @@ const (
 	CodeUnhandledTrigger Code = "machine.unhandled_trigger"
 	// CodeGuardRejected: every transition for the trigger had a failing guard.
 	CodeGuardRejected Code = "machine.guard_rejected"
+	// CodeGuardPanicked: a guard panicked while a machine chose a transition.
+	// The instance is unchanged; the guard has a bug.
+	CodeGuardPanicked Code = "machine.guard_panicked"
 	// CodeBadSnapshot: a snapshot could not be restored.
 	CodeBadSnapshot Code = "machine.bad_snapshot"
 	// CodeBadInput: a caller, file or model gave malformed input.
 	CodeBadInput Code = "input.bad"
+	// CodeDuplicateID: a caller re-used an id that is queued, running or
+	// already used.
+	CodeDuplicateID Code = "input.duplicate_id"
+	// CodeStale: an input names work that is no longer outstanding.
+	CodeStale Code = "input.stale"
+	// CodeAppendFailed: the event sink refused a batch; the session stopped.
+	CodeAppendFailed Code = "log.append_failed"
 	// CodeClosed: the session or service is closed.
 	CodeClosed Code = "agent.closed"
 	// CodeNotIdle: the operation needs an idle agent.
 	CodeNotIdle Code = "agent.not_idle"
 	// CodeCancelled: the work was cancelled.
 	CodeCancelled Code = "agent.cancelled"
+	// CodeReentrant: a tool or hook called a blocking method of its own
+	// session.
+	CodeReentrant Code = "agent.reentrant"
+	// CodeStuck: work ignored cancellation past the close deadline.
+	CodeStuck Code = "agent.stuck"
+	// CodeDropped: an event subscriber fell behind and was dropped.
+	CodeDropped Code = "events.dropped"
 	// CodeBlocked: a prompt was blocked by a hook.
 	CodeBlocked Code = "prompt.blocked"
 	// CodeHook: a hook failed or panicked.
@@ -76,21 +97,34 @@ const (
 
 // Error is loopchart's typed error. Match it by code with errors.Is against a
 // Code-only sentinel made by (Code).Err, or inspect it with errors.As.
+//
+// Every method is safe on a nil *Error, which behaves as an internal error:
+// a typed nil returned as an error is a bug, but it must not panic.
+//
+// Error encodes to JSON as {"code", "message", "retryable", "retryAfter",
+// "status"}; Cause is not encoded (an error interface cannot be decoded),
+// so a decoded Error has no cause.
 type Error struct {
-	Code    Code
-	Message string
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
 	// Retryable reports whether the retry policy may try the request again.
-	Retryable bool
+	Retryable bool `json:"retryable,omitempty"`
 	// RetryAfter is a provider-suggested delay; zero when absent.
-	RetryAfter time.Duration
+	RetryAfter time.Duration `json:"retryAfter,omitempty"`
 	// Status is the provider's HTTP status when there is one.
-	Status int
-	// Cause is the underlying error, if any.
-	Cause error
+	Status int `json:"status,omitempty"`
+	// Cause is the underlying error, if any. It is not encoded.
+	Cause error `json:"-"`
 }
+
+// nilErrorText is what a nil *Error says about itself.
+const nilErrorText = string(CodeInternal) + ": nil *vocab.Error"
 
 // Error implements error.
 func (e *Error) Error() string {
+	if e == nil {
+		return nilErrorText
+	}
 	msg := e.Message
 	if msg == "" && e.Cause != nil {
 		msg = e.Cause.Error()
@@ -101,15 +135,33 @@ func (e *Error) Error() string {
 	return string(e.Code) + ": " + msg
 }
 
-// Unwrap returns the cause.
-func (e *Error) Unwrap() error { return e.Cause }
+// Unwrap returns the cause; nil for a nil *Error.
+func (e *Error) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Cause
+}
+
+// ErrorCode returns the error's code, CodeInternal for a nil *Error. It is
+// the method CodeOf looks for.
+func (e *Error) ErrorCode() Code {
+	if e == nil {
+		return CodeInternal
+	}
+	return e.Code
+}
 
 // Is matches another *Error with the same code; a target with an empty
-// message and no cause (a sentinel) matches every error of its code.
+// message and no cause (a sentinel) matches every error of its code. A nil
+// *Error matches the CodeInternal sentinel only.
 func (e *Error) Is(target error) bool {
 	var t *Error
-	if !errors.As(target, &t) {
+	if !errors.As(target, &t) || t == nil {
 		return false
+	}
+	if e == nil {
+		return t.Code == CodeInternal && t.Message == "" && t.Cause == nil
 	}
 	if t.Message == "" && t.Cause == nil {
 		return t.Code == e.Code // a sentinel: every error of its code
@@ -132,20 +184,74 @@ func Errorf(c Code, format string, args ...any) *Error {
 	return &Error{Code: c, Message: err.Error(), Cause: cause}
 }
 
-// CodeOf returns the code of the first *Error in err's chain, CodeCancelled
-// for context cancellation, or CodeInternal for any other non-nil error.
+// coder is implemented by errors that carry a stable code: *Error, and
+// typed errors of packages vocab cannot import (such as the machines'
+// trigger errors).
+type coder interface{ ErrorCode() Code }
+
+// CodeOf returns the stable code of err: the code of the first error in
+// err's chain that has an ErrorCode method (every *Error has one), else
+// CodeCancelled for context cancellation (context.Canceled,
+// context.DeadlineExceeded, or a CancelCause), else CodeInternal. It
+// returns "" for a nil err. An ErrorCode method that returns "" counts as
+// no code.
 func CodeOf(err error) Code {
 	if err == nil {
 		return ""
 	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
+	var c coder
+	if errors.As(err, &c) {
+		if code := c.ErrorCode(); code != "" {
+			return code
+		}
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, CodeCancelled.Err()) {
+	var e *Error
+	if errors.As(err, &e) && e.ErrorCode() != "" {
+		return e.ErrorCode()
+	}
+	if isCancellation(err) {
 		return CodeCancelled
 	}
 	return CodeInternal
+}
+
+// isCancellation reports whether err's chain holds context.Canceled,
+// context.DeadlineExceeded or a CodeCancelled error (a CancelCause).
+func isCancellation(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, CodeCancelled.Err())
+}
+
+// nilErrorMessage is the message AsError gives a nil *Error.
+const nilErrorMessage = "a nil *vocab.Error was returned as an error"
+
+// AsError says what a provider's error means to the retry policy: it
+// returns err as an *Error.
+//
+//   - A nil err gives nil.
+//   - If err's chain holds an *Error, the first one is returned as is.
+//   - If that *Error is a typed nil, the result is a CodeInternal error
+//     (not retryable): a bug in whoever returned it.
+//   - Context cancellation (context.Canceled, context.DeadlineExceeded or
+//     a CancelCause anywhere in the chain) gives CodeCancelled, not
+//     retryable, with err as its cause.
+//   - Any other error gives CodeTransport, retryable, with err's text as
+//     its message and err as its cause: an error the provider did not
+//     classify is taken to be the network's.
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		if e == nil {
+			return &Error{Code: CodeInternal, Message: nilErrorMessage}
+		}
+		return e
+	}
+	if isCancellation(err) {
+		return &Error{Code: CodeCancelled, Message: err.Error(), Cause: err}
+	}
+	return &Error{Code: CodeTransport, Message: err.Error(), Retryable: true, Cause: err}
 }
 
 // retryableStatus lists the HTTP statuses the retry policy retries.

@@ -1,6 +1,10 @@
 package vocab
 
-import "time"
+import (
+	"strconv"
+	"time"
+	"unsafe"
+)
 
 // EventKind names an event. Kinds are stable strings.
 type EventKind string
@@ -33,11 +37,34 @@ const (
 	EventPrompt       EventKind = "prompt/state"
 	EventStatus       EventKind = "agent/status"
 	EventError        EventKind = "agent/error"
+
+	// EventInputStale records an input that named work no longer
+	// outstanding: it was dropped, never applied. Its payload is a
+	// StalePayload.
+	EventInputStale EventKind = "input/stale"
+	// EventHistoryReplaced records the history being replaced whole (by a
+	// loop error handler or the compactor). Its payload is a
+	// HistoryPayload.
+	EventHistoryReplaced EventKind = "history/replaced"
+	// EventHookFailed records a hook chain that failed or panicked. Its
+	// payload is a HookPayload.
+	EventHookFailed EventKind = "hook/failed"
+	// EventWorkStuck records work that ignored cancellation past the close
+	// deadline. Its payload is a StuckPayload.
+	EventWorkStuck EventKind = "work/stuck"
 )
+
+// InputEventPrefix starts the kind of every event that records an accepted
+// input: "input/" + InputKind, carrying the Input whole (see
+// Input.EventKind). The one exception is EventInputStale, whose payload is
+// a StalePayload.
+const InputEventPrefix = "input/"
 
 // Event is one audited fact about a session. Seq is dense and increasing per
 // session; Turn and Step are zero outside a turn or step.
 type Event struct {
+	// ID is EventID(Session, Seq): derived, not drawn, so replaying a
+	// session's inputs reproduces every event id. It is not a ULID.
 	ID      ID        `json:"id"`
 	Session ID        `json:"session"`
 	Seq     uint64    `json:"seq"`
@@ -45,8 +72,25 @@ type Event struct {
 	Kind    EventKind `json:"kind"`
 	Turn    int       `json:"turn,omitempty"`
 	Step    int       `json:"step,omitempty"`
-	// Payload is one of the *Payload types of this package, or nil.
+	// Payload is one of the *Payload types of this package, stored by
+	// value (an Input for the input/ kinds other than EventInputStale), or
+	// nil. A decoded event of a kind this version does not know holds a
+	// RawPayload (see Event.UnmarshalJSON and KnownKind).
 	Payload any `json:"payload,omitempty"`
+}
+
+// EventID returns the id of the event numbered seq in session: the session
+// id, a dash and seq in decimal, e.g. "01J9Z3NDEKTSV4RRFFQ69G5FAV-42". It
+// is deterministic, so a replay reproduces it, and costs one allocation.
+// Event ids are unique across sessions but do not sort by Seq; order events
+// by Seq.
+func EventID(session ID, seq uint64) ID {
+	b := make([]byte, 0, len(session)+1+20) // 20: digits of the largest uint64
+	b = append(b, session...)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, seq, 10)
+	// b is never written again, so the string stays immutable.
+	return ID(unsafe.String(unsafe.SliceData(b), len(b)))
 }
 
 // TransitionPayload records one machine transition.
@@ -129,4 +173,41 @@ type PromptPayload struct {
 type ErrorPayload struct {
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
+}
+
+// StalePayload records an input dropped because the work it names is no
+// longer outstanding (EventInputStale).
+type StalePayload struct {
+	// Input is the kind of the dropped input.
+	Input InputKind `json:"input"`
+	// Work is the work item the input named.
+	Work uint64 `json:"work"`
+	// Reason says why the work is no longer outstanding.
+	Reason string `json:"reason"`
+}
+
+// HistoryPayload records the history being replaced whole
+// (EventHistoryReplaced).
+type HistoryPayload struct {
+	// By names who replaced it: "error-handler" (a loop error handler that
+	// asked for a retry with a new history) or "compactor".
+	By string `json:"by"`
+	// Messages is the new history.
+	Messages []Message `json:"messages"`
+}
+
+// HookPayload records a failed hook chain (EventHookFailed).
+type HookPayload struct {
+	Hook    HookName `json:"hook"`
+	Code    Code     `json:"code"`
+	Message string   `json:"message"`
+}
+
+// StuckPayload records work that ignored cancellation past the close
+// deadline (EventWorkStuck).
+type StuckPayload struct {
+	// Work is the stuck work item.
+	Work uint64 `json:"work"`
+	// What describes it, e.g. the tool it runs.
+	What string `json:"what"`
 }

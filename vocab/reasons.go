@@ -13,12 +13,15 @@ const (
 	FinishError     FinishReason = "error"
 	FinishAborted   FinishReason = "aborted"
 	FinishFiltered  FinishReason = "filtered"
+	// FinishInterrupted ends a step that got no reply: it was cancelled,
+	// its request failed, or it was cut off.
+	FinishInterrupted FinishReason = "interrupted"
 )
 
 // Valid reports whether f is one of the defined finish reasons.
 func (f FinishReason) Valid() bool {
 	switch f {
-	case FinishStop, FinishToolCalls, FinishMaxTokens, FinishError, FinishAborted, FinishFiltered:
+	case FinishStop, FinishToolCalls, FinishMaxTokens, FinishError, FinishAborted, FinishFiltered, FinishInterrupted:
 		return true
 	}
 	return false

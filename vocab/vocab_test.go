@@ -310,6 +310,192 @@ func TestCodeOf(t *testing.T) {
 	}
 }
 
+// codedErr carries a code the way the machines' typed errors do, without
+// being a *vocab.Error.
+type codedErr struct{ code vocab.Code }
+
+func (e codedErr) Error() string         { return "coded " + string(e.code) }
+func (e codedErr) ErrorCode() vocab.Code { return e.code }
+
+func TestCodeOfErrorCoder(t *testing.T) {
+	var nilErr *vocab.Error
+	tests := []struct {
+		name string
+		err  error
+		want vocab.Code
+	}{
+		{"coder", codedErr{vocab.CodeGuardRejected}, vocab.CodeGuardRejected},
+		{"wrapped coder", fmt.Errorf("fire: %w", codedErr{vocab.CodeUnhandledTrigger}), vocab.CodeUnhandledTrigger},
+		{"coder deep in the chain", fmt.Errorf("a: %w", fmt.Errorf("b: %w", codedErr{vocab.CodeStale})), vocab.CodeStale},
+		{"outermost wins: coder", vocab.Errorf(vocab.CodeHook, "hook: %w", codedErr{vocab.CodeGuardPanicked}), vocab.CodeHook},
+		{"joined: the first coded error wins", errors.Join(codedErr{vocab.CodeDropped}, vocab.CodeClosed.Err()), vocab.CodeDropped},
+		{"empty code falls through to cancellation", fmt.Errorf("%w: %w", codedErr{""}, context.Canceled), vocab.CodeCancelled},
+		{"empty code falls through to internal", codedErr{""}, vocab.CodeInternal},
+		{"typed nil *Error", nilErr, vocab.CodeInternal},
+		{"wrapped typed nil *Error", fmt.Errorf("x: %w", nilErr), vocab.CodeInternal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := vocab.CodeOf(tt.err); got != tt.want {
+				t.Errorf("CodeOf(%v) = %q, want %q", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNilError(t *testing.T) {
+	var e *vocab.Error
+	var err error = e // a typed nil: err != nil
+	wrapped := fmt.Errorf("provider: %w", err)
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("a nil *vocab.Error panicked: %v", r)
+			}
+		}()
+		if got := e.Error(); got != "internal: nil *vocab.Error" {
+			t.Errorf("Error() = %q", got)
+		}
+		if e.Unwrap() != nil || errors.Unwrap(err) != nil {
+			t.Errorf("Unwrap() = %v", e.Unwrap())
+		}
+		if e.ErrorCode() != vocab.CodeInternal {
+			t.Errorf("ErrorCode() = %q", e.ErrorCode())
+		}
+		if !errors.Is(err, vocab.CodeInternal.Err()) || !errors.Is(wrapped, vocab.CodeInternal.Err()) {
+			t.Errorf("a nil *Error does not match the internal sentinel")
+		}
+		if errors.Is(err, vocab.CodeClosed.Err()) || errors.Is(wrapped, vocab.Errorf(vocab.CodeInternal, "x")) || errors.Is(wrapped, io.EOF) {
+			t.Errorf("a nil *Error matches an unrelated error")
+		}
+		// A nil *Error as the target, and as the error, is never a panic either.
+		if errors.Is(vocab.CodeClosed.Err(), err) || errors.Is(wrapped, vocab.CodeClosed.Err()) {
+			t.Errorf("typed-nil target matched")
+		}
+		if !errors.Is(err, err) {
+			t.Errorf("errors.Is(nil *Error, itself) = false")
+		}
+		if !strings.Contains(wrapped.Error(), "nil *vocab.Error") {
+			t.Errorf("wrapped = %q", wrapped)
+		}
+		_ = fmt.Sprintf("%v %+v %s", e, e, err)
+	}()
+}
+
+func TestAsError(t *testing.T) {
+	var nilErr *vocab.Error
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(vocab.CancelCause{Kind: vocab.CancelUser})
+	rate := vocab.StatusError(429, 2*time.Second, "slow down")
+	wrappedRate := fmt.Errorf("stream: %w", rate)
+	tests := []struct {
+		name      string
+		err       error
+		same      *vocab.Error // want exactly this pointer back
+		code      vocab.Code
+		message   string
+		retryable bool
+		cause     bool // the result's Cause is err
+	}{
+		{name: "vocab error", err: rate, same: rate, code: vocab.CodeRateLimited, message: "slow down", retryable: true},
+		{name: "wrapped vocab error", err: wrappedRate, same: rate, code: vocab.CodeRateLimited, message: "slow down", retryable: true},
+		{name: "first vocab error", err: vocab.Errorf(vocab.CodeSyntax, "bad: %w", rate), code: vocab.CodeSyntax, message: "bad: llm.rate_limited: slow down"},
+		{name: "typed nil", err: nilErr, code: vocab.CodeInternal, message: "a nil *vocab.Error was returned as an error"},
+		{name: "wrapped typed nil", err: fmt.Errorf("x: %w", nilErr), code: vocab.CodeInternal, message: "a nil *vocab.Error was returned as an error"},
+		{name: "context.Canceled", err: context.Canceled, code: vocab.CodeCancelled, message: "context canceled", cause: true},
+		{name: "wrapped deadline", err: fmt.Errorf("read: %w", context.DeadlineExceeded), code: vocab.CodeCancelled, message: "read: context deadline exceeded", cause: true},
+		{name: "cancel cause", err: context.Cause(ctx), code: vocab.CodeCancelled, message: "cancelled by user", cause: true},
+		{name: "plain error", err: io.ErrUnexpectedEOF, code: vocab.CodeTransport, message: "unexpected EOF", retryable: true, cause: true},
+		{name: "wrapped plain error", err: fmt.Errorf("dial: %w", io.EOF), code: vocab.CodeTransport, message: "dial: EOF", retryable: true, cause: true},
+		{name: "coder that is not a vocab error", err: codedErr{vocab.CodeGuardRejected}, code: vocab.CodeTransport, message: "coded machine.guard_rejected", retryable: true, cause: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := vocab.AsError(tt.err)
+			if got == nil {
+				t.Fatalf("AsError(%v) = nil", tt.err)
+			}
+			if tt.same != nil && got != tt.same {
+				t.Errorf("AsError returned %p, want the chain's *Error %p", got, tt.same)
+			}
+			if got.Code != tt.code || got.Message != tt.message || got.Retryable != tt.retryable {
+				t.Errorf("AsError(%v) = %+v, want code %s message %q retryable %v", tt.err, got, tt.code, tt.message, tt.retryable)
+			}
+			if tt.cause && got.Cause != tt.err {
+				t.Errorf("Cause = %v, want %v", got.Cause, tt.err)
+			}
+			if tt.cause && !errors.Is(got, tt.err) {
+				t.Errorf("errors.Is(AsError(err), err) = false")
+			}
+			if tt.code == vocab.CodeInternal && got.Cause != nil {
+				t.Errorf("a nil *Error's replacement has cause %v", got.Cause)
+			}
+		})
+	}
+	if got := vocab.AsError(nil); got != nil {
+		t.Errorf("AsError(nil) = %v", got)
+	}
+	// A context error keeps matching context.Canceled through the result.
+	if got := vocab.AsError(ctx.Err()); !errors.Is(got, context.Canceled) || got.Retryable {
+		t.Errorf("AsError(ctx.Err()) = %+v", got)
+	}
+}
+
+func TestErrorJSON(t *testing.T) {
+	in := vocab.PromptResult{Kind: vocab.PromptFailed, Steps: 2, Err: &vocab.Error{
+		Code: vocab.CodeServer, Message: "overloaded", Retryable: true,
+		RetryAfter: 1500 * time.Millisecond, Status: 503, Cause: io.ErrUnexpectedEOF,
+	}}
+	data, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"kind":"failed","steps":2,"error":{"code":"llm.server","message":"overloaded","retryable":true,"retryAfter":1500000000,"status":503}}`
+	if string(data) != want {
+		t.Errorf("Marshal = %s\nwant      %s", data, want)
+	}
+	var out vocab.PromptResult
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("Unmarshal(%s): %v", data, err)
+	}
+	in.Err.Cause = nil // the cause is not encoded
+	if diff := cmp.Diff(in, out); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	// Zero optional fields are left out; the code and message are always there.
+	data, err = json.Marshal(&vocab.Error{Code: vocab.CodeClosed})
+	if err != nil || string(data) != `{"code":"agent.closed","message":""}` {
+		t.Errorf("Marshal(minimal) = %s, %v", data, err)
+	}
+	// A cause in the input (say, from an older writer) does not break decoding.
+	var e vocab.Error
+	if err := json.Unmarshal([]byte(`{"code":"llm.server","message":"m","Cause":{"x":1}}`), &e); err != nil || e.Code != vocab.CodeServer || e.Cause != nil {
+		t.Errorf("Unmarshal with a cause = %+v, %v", e, err)
+	}
+}
+
+func TestNewCodes(t *testing.T) {
+	// Codes are a public contract: their text never changes.
+	for code, want := range map[vocab.Code]string{
+		vocab.CodeGuardPanicked: "machine.guard_panicked",
+		vocab.CodeDuplicateID:   "input.duplicate_id",
+		vocab.CodeStale:         "input.stale",
+		vocab.CodeAppendFailed:  "log.append_failed",
+		vocab.CodeReentrant:     "agent.reentrant",
+		vocab.CodeStuck:         "agent.stuck",
+		vocab.CodeProviderError: "llm.provider_error",
+		vocab.CodeAborted:       "llm.aborted",
+		vocab.CodeDropped:       "events.dropped",
+	} {
+		if string(code) != want {
+			t.Errorf("code %q, want %q", code, want)
+		}
+		if vocab.CodeOf(vocab.Errorf(code, "x")) != code || !errors.Is(vocab.Errorf(code, "x"), code.Err()) {
+			t.Errorf("code %s does not round-trip through CodeOf / errors.Is", code)
+		}
+	}
+}
+
 func TestStatusError(t *testing.T) {
 	tests := []struct {
 		status    int

@@ -177,6 +177,10 @@ func (c *Ctx) queued(id vocab.ID) bool {
 	return false
 }
 
+// Queued reports whether a message with id is in the inbox (next-turn,
+// next-step or reminders).
+func (c *Ctx) Queued(id vocab.ID) bool { return c.queued(id) }
+
 // fresh reports whether m may enter the inbox: it has an id no queued
 // message has.
 func (c *Ctx) fresh(m vocab.Message) bool { return m.ID != "" && !c.queued(m.ID) }

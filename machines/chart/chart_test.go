@@ -750,11 +750,6 @@ func TestFireErrors(t *testing.T) {
 			guards: []string{"timerDue"},
 		},
 		{
-			name: "panicking guard counts as failing", prelude: []ev{{T: "lock"}}, fire: ev{T: "jam"},
-			kind: chart.ErrGuardRejected, code: vocab.CodeGuardRejected, state: locked,
-			guards: []string{"panicky"},
-		},
-		{
 			name: "final state", prelude: []ev{{T: "kick"}}, fire: ev{T: "reset"},
 			kind: chart.ErrUnhandledTrigger, code: vocab.CodeUnhandledTrigger, state: broken,
 		},
@@ -782,11 +777,19 @@ func TestFireErrors(t *testing.T) {
 			if !errors.Is(err, tt.code.Err()) || errors.Is(err, otherCode.Err()) || te.Code() != tt.code {
 				t.Errorf("code of %v: Code()=%s, want %s only", err, te.Code(), tt.code)
 			}
+			// vocab.CodeOf sees the code through ErrorCode, wrapped or not.
+			wrapped := fmt.Errorf("session: %w", err)
+			if te.ErrorCode() != tt.code || vocab.CodeOf(err) != tt.code || vocab.CodeOf(wrapped) != tt.code {
+				t.Errorf("CodeOf(%v) = %s, wrapped %s; want %s", err, vocab.CodeOf(err), vocab.CodeOf(wrapped), tt.code)
+			}
+			if !errors.Is(wrapped, tt.kind) || !errors.Is(wrapped, tt.code.Err()) {
+				t.Errorf("wrapped %v lost its kind or code", wrapped)
+			}
 			// A vocab error with a message is not a sentinel.
 			if errors.Is(err, vocab.Errorf(tt.code, "something")) {
 				t.Errorf("%v matches a non-sentinel vocab error", err)
 			}
-			if errors.Is(err, chart.ErrBadSnapshot) || errors.Is(err, chart.ErrActionPanicked) {
+			if errors.Is(err, chart.ErrBadSnapshot) || errors.Is(err, chart.ErrActionPanicked) || errors.Is(err, chart.ErrGuardPanicked) || errors.Is(err, vocab.CodeGuardPanicked.Err()) {
 				t.Errorf("%v matches an unrelated sentinel", err)
 			}
 			if te.Machine != "door" || te.State != tt.state || te.Trigger != tt.fire.T || !slices.Equal(te.Guards, tt.guards) {
@@ -805,6 +808,125 @@ func TestFireErrors(t *testing.T) {
 				t.Errorf("failed Fire produced %s", out.Format())
 			}
 		})
+	}
+}
+
+func TestGuardPanicBecomesError(t *testing.T) {
+	m := mustDoor(t)
+	var out chart.Out
+	inst := m.New(door{Code: 3}, &out)
+	fireAll(t, m, inst, ev{T: "lock"})
+	out.Reset()
+	out.Emit(beep{N: 1}) // what an earlier Fire left in out stays, alone
+	before := inst.Ctx.Clone()
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("panic escaped Fire: %v", r)
+			}
+		}()
+		err = m.Fire(inst, ev{T: "jam"}, &out)
+	}()
+	if !errors.Is(err, chart.ErrGuardPanicked) || !errors.Is(err, vocab.CodeGuardPanicked.Err()) {
+		t.Fatalf("err = %v, want ErrGuardPanicked and CodeGuardPanicked", err)
+	}
+	const msg = `door: state "locked", trigger "jam": guard "panicky" panicked: guard boom`
+	if err.Error() != msg {
+		t.Errorf("message %q, want %q", err, msg)
+	}
+	var ge *chart.GuardPanicError
+	if !errors.As(err, &ge) {
+		t.Fatalf("err = %T, want *GuardPanicError", err)
+	}
+	if ge.Machine != "door" || ge.State != locked || ge.Trigger != "jam" || ge.Guard != "panicky" || ge.Value != "guard boom" {
+		t.Errorf("GuardPanicError = %+v", ge)
+	}
+	// A bug, not a refusal: no other sentinel or code matches.
+	var te *chart.TriggerError
+	for _, other := range []error{chart.ErrGuardRejected, chart.ErrUnhandledTrigger, chart.ErrActionPanicked, chart.ErrBadSnapshot,
+		vocab.CodeGuardRejected.Err(), vocab.CodeUnhandledTrigger.Err(), vocab.CodeInternal.Err(), vocab.Errorf(vocab.CodeGuardPanicked, "x")} {
+		if errors.Is(err, other) {
+			t.Errorf("%v matches %v", err, other)
+		}
+	}
+	if errors.As(err, &te) {
+		t.Errorf("a guard panic reported as a trigger error: %v", err)
+	}
+	// vocab.CodeOf sees the code, wrapped or not.
+	wrapped := fmt.Errorf("fire: %w", err)
+	if ge.ErrorCode() != vocab.CodeGuardPanicked || vocab.CodeOf(err) != vocab.CodeGuardPanicked || vocab.CodeOf(wrapped) != vocab.CodeGuardPanicked {
+		t.Errorf("CodeOf = %s, wrapped %s", vocab.CodeOf(err), vocab.CodeOf(wrapped))
+	}
+	if !errors.Is(wrapped, chart.ErrGuardPanicked) {
+		t.Errorf("wrapped %v does not match ErrGuardPanicked", wrapped)
+	}
+	// The instance is unchanged and nothing was appended to out.
+	if inst.State() != locked {
+		t.Errorf("state moved to %s", inst.State())
+	}
+	if diff := cmp.Diff(before, inst.Ctx); diff != "" {
+		t.Errorf("context changed (-before +after):\n%s", diff)
+	}
+	if len(out.Transitions) != 0 || len(out.Effects) != 1 {
+		t.Errorf("a failed Fire appended to out: %s", out.Format())
+	}
+	// The instance is still usable.
+	out.Reset()
+	if err := m.Fire(inst, ev{T: "unlock", Code: 3}, &out); err != nil || inst.State() != unlocked {
+		t.Errorf("after a guard panic: %v, state %s", err, inst.State())
+	}
+}
+
+func TestGuardPanicStopsTheSearch(t *testing.T) {
+	// The first guard panics and the second would pass: Fire must report
+	// the panic, not fall through to the second transition (nor to the
+	// superstate's), as it did when a panicking guard counted as false.
+	type C struct{ N int }
+	boom := errors.New("boom")
+	var calls []string
+	bad := &chart.Guard[C]{Name: "bad", Test: func(*C, chart.Event) bool { calls = append(calls, "bad"); panic(boom) }}
+	yes := &chart.Guard[C]{Name: "yes", Test: func(*C, chart.Event) bool { calls = append(calls, "yes"); return true }}
+	d := &chart.Def[C]{Name: "p", Initial: "top", Triggers: []chart.Trigger{"go"},
+		States: []chart.StateSpec[C]{{Name: "top", Initial: "a"}, {Name: "a", Parent: "top"}, {Name: "b", Parent: "top"}, {Name: "c"}},
+		Transitions: []chart.Transition[C]{
+			{From: "a", On: "go", To: "b", Guard: bad},
+			{From: "a", On: "go", To: "b", Guard: yes},
+			{From: "top", On: "go", To: "c"},
+		},
+	}
+	m := chart.MustBuild(d)
+	var out chart.Out
+	inst := m.New(C{N: 1}, &out)
+	err := m.Fire(inst, goEv{}, &out)
+	var ge *chart.GuardPanicError
+	if !errors.As(err, &ge) || ge.Guard != "bad" || ge.State != "a" || ge.Machine != "p" || ge.Value != boom {
+		t.Fatalf("err = %v (%+v), want the panic of guard bad", err, ge)
+	}
+	if !strings.Contains(err.Error(), `guard "bad" panicked: boom`) {
+		t.Errorf("message %q", err)
+	}
+	// The panic value is reported, not wrapped: a guard that panics with
+	// an error does not turn the bug into that error.
+	if errors.Is(err, boom) {
+		t.Errorf("%v matches the panic value", err)
+	}
+	if !slices.Equal(calls, []string{"bad"}) || inst.State() != "a" || inst.Ctx.N != 1 || len(out.Transitions) != 0 {
+		t.Errorf("calls %v, state %s, ctx %+v, out %s", calls, inst.State(), inst.Ctx, out.Format())
+	}
+}
+
+func TestActionPanicCode(t *testing.T) {
+	// An action panic is a bug in loopchart: vocab.CodeOf says internal.
+	m := mustDoor(t)
+	var out chart.Out
+	inst := m.New(door{}, &out)
+	err := m.Fire(inst, ev{T: "jam"}, &out)
+	if !errors.Is(err, chart.ErrActionPanicked) || vocab.CodeOf(err) != vocab.CodeInternal || vocab.CodeOf(fmt.Errorf("x: %w", err)) != vocab.CodeInternal {
+		t.Errorf("err %v, CodeOf %s; want ErrActionPanicked, internal", err, vocab.CodeOf(err))
+	}
+	if errors.Is(err, chart.ErrGuardPanicked) {
+		t.Errorf("an action panic matches ErrGuardPanicked")
 	}
 }
 
@@ -1565,6 +1687,10 @@ func TestTable(t *testing.T) {
 	}
 	if _, err := tab.Fire("jam"); !errors.Is(err, chart.ErrActionPanicked) {
 		t.Errorf("a panicking action is a bug, not a refusal: got %v", err)
+	}
+	tab.Start(door{Code: 7})
+	if _, err := tab.Fire("lock\njam"); !errors.Is(err, chart.ErrGuardPanicked) {
+		t.Errorf("a panicking guard is a bug, not a refusal: got %v", err)
 	}
 	tab.Start(door{Code: 7})
 	tab.Check = func(inst *chart.Instance[door]) error {

@@ -293,8 +293,9 @@ func (m *Machine[C]) Start(inst *Instance[C], out *Out) {
 
 // Fire feeds ev to inst. On success the transition taken is appended to
 // out.Transitions and the requested effects to out.Effects. On failure the
-// error is a *TriggerError (ErrUnhandledTrigger or ErrGuardRejected) and
-// inst is unchanged, or wraps ErrActionPanicked.
+// error is a *TriggerError (ErrUnhandledTrigger or ErrGuardRejected) or a
+// *GuardPanicError (ErrGuardPanicked), with inst unchanged and nothing
+// appended to out, or it wraps ErrActionPanicked.
 func (m *Machine[C]) Fire(inst *Instance[C], ev Event, out *Out) (err error) {
 	if ev == nil {
 		return &TriggerError{Machine: m.def.Name, State: inst.State(), Trigger: "<nil event>", kind: ErrUnhandledTrigger}
@@ -329,7 +330,8 @@ func (m *Machine[C]) Fire(inst *Instance[C], ev Event, out *Out) (err error) {
 
 // resolve finds the transition ev takes from inst's state: the leaf first,
 // then each superstate; within a state, the first passing guard in
-// definition order wins.
+// definition order wins. A panicking guard stops the search with a
+// *GuardPanicError.
 func (m *Machine[C]) resolve(inst *Instance[C], ev Event) (int, error) {
 	tr, ok := m.trigIdx[ev.Trigger()]
 	var failed []string
@@ -338,7 +340,14 @@ func (m *Machine[C]) resolve(inst *Instance[C], ev Event) (int, error) {
 		for s := inst.state; s != 0; s = m.states[s].parent {
 			for _, i := range m.table[s][tr] {
 				g := m.def.Transitions[i].Guard
-				if g == nil || m.testGuard(g, inst, ev) {
+				if g == nil {
+					return i, nil
+				}
+				pass, err := m.testGuard(g, inst, ev)
+				if err != nil {
+					return 0, err
+				}
+				if pass {
 					return i, nil
 				}
 			}
@@ -357,13 +366,15 @@ func (m *Machine[C]) resolve(inst *Instance[C], ev Event) (int, error) {
 	return 0, e
 }
 
-func (m *Machine[C]) testGuard(g *Guard[C], inst *Instance[C], ev Event) (ok bool) {
+// testGuard runs g; a panic becomes a *GuardPanicError, never a silent
+// false.
+func (m *Machine[C]) testGuard(g *Guard[C], inst *Instance[C], ev Event) (ok bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			ok = false
+			ok, err = false, &GuardPanicError{Machine: m.def.Name, State: m.states[inst.state].name, Trigger: ev.Trigger(), Guard: g.Name, Value: r}
 		}
 	}()
-	return g.Test(&inst.Ctx, ev)
+	return g.Test(&inst.Ctx, ev), nil
 }
 
 // Handles reports whether state s (or a superstate) declares a transition

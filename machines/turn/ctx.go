@@ -49,7 +49,10 @@ type Ctx struct {
 	// ends max-tokens, whatever later steps do.
 	MaxTokens bool `json:"maxTokens,omitempty"`
 	Paused    bool `json:"paused,omitempty"`
-	// StopReason is set when a tool or hook asked the turn to stop.
+	// Stopped and StopReason are set when a tool or hook asked the turn to
+	// stop, or when a reply cut off by the output limit had tool calls
+	// (StopMaxTokens); the first reason wins and the turn ends at the next
+	// drain.
 	Stopped    bool   `json:"stopped,omitempty"`
 	StopReason string `json:"stopReason,omitempty"`
 	// Calls are the current batch's tool calls in the model's order; Results

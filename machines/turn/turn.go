@@ -6,10 +6,17 @@
 // Continuation is decided by tool calls, never by the finish reason. A reply
 // without tool calls goes to draining "concluded": the turn ends there
 // unless new input (a steer, a notification, a turn-stopping hook's nudge)
-// keeps it alive. An empty reply is the remote failure empty_response; a
+// keeps it alive. A reply with text but no tool calls that the provider
+// ended with finish reason filtered, error or aborted is committed and then
+// fails the turn (llm.filtered, llm.provider_error, llm.aborted). An empty
+// reply is the remote failure empty_response (llm.filtered when filtered); a
 // remote failure goes to recovery, then to retrying if the policy allows,
 // else to failed. Aborting while tools run waits a grace period (or a second
-// abort) and fills the missing outcomes as aborted. max-tokens is sticky.
+// abort) and fills the missing outcomes as aborted. max-tokens is sticky:
+// once a reply hits the output limit, a turn that would end completed ends
+// max-tokens. Tool calls in such a reply are not executed: each gets an
+// error result, the turn is stopped and goes to draining like any step (step
+// hooks, drain, step end), where the stop ends it.
 //
 // The machine is pure and synchronous: Fire an event, read the transitions
 // and effects from the chart.Out. See Definition for every edge.
@@ -46,6 +53,10 @@ const (
 // Version is the snapshot format version of Ctx.
 const Version = 1
 
+// StopMaxTokens is the StopReason of a turn stopped because the tool calls
+// of a reply cut off by the output limit were not executed.
+const StopMaxTokens = "max-tokens"
+
 type (
 	guard  = chart.Guard[Ctx]
 	action = chart.Action[Ctx]
@@ -57,7 +68,8 @@ type (
 var (
 	gFirstStep = &guard{Name: "firstStep", Test: func(c *Ctx, _ chart.Event) bool { return c.Step == 0 }}
 	gBlocked   = &guard{Name: "blocked", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(GateRefuse).Blocked }}
-	// A reply cut off by the output limit: its tool calls are not executed.
+	// A reply cut off by the output limit: its tool calls are not executed
+	// and the turn stops at the drain.
 	gTruncatedCalls = &guard{Name: "truncatedCalls", Test: func(_ *Ctx, ev chart.Event) bool {
 		d := ev.(ModelDone)
 		return d.Finish == vocab.FinishMaxTokens && d.Reply.HasToolCalls()
@@ -69,7 +81,13 @@ var (
 		d := ev.(ModelDone)
 		return d.Reply.IsEmptyReply() && c.Config.Retry.ShouldRetry(c.Attempt, emptyErr(d.Finish))
 	}}
-	gEmpty     = &guard{Name: "empty", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(ModelDone).Reply.IsEmptyReply() }}
+	gEmpty = &guard{Name: "empty", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(ModelDone).Reply.IsEmptyReply() }}
+	// A non-empty reply without tool calls that the provider ended with a
+	// failing finish reason (filtered, error, aborted). Ordered after the
+	// tool-call and empty-reply guards, so only text replies reach it.
+	gBadFinish = &guard{Name: "badFinish", Test: func(_ *Ctx, ev chart.Event) bool {
+		return finishErr(ev.(ModelDone).Finish) != nil
+	}}
 	gRecovered = &guard{Name: "recovered", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(ModelFailed).Recovered }}
 	gRetryable = &guard{Name: "retryAllowed", Test: func(c *Ctx, ev chart.Event) bool {
 		return c.Config.Retry.ShouldRetry(c.Attempt, ev.(ModelFailed).Err)
@@ -104,9 +122,25 @@ var (
 
 func outcomeID(ev chart.Event) string { return ev.(ToolOutcome).Result.CallID }
 
+// finishErr returns the failure a reply's finish reason stands for (filtered,
+// error, aborted), or nil for a finish reason that ends a reply normally.
+func finishErr(f vocab.FinishReason) *vocab.Error {
+	switch f {
+	case vocab.FinishFiltered:
+		return &vocab.Error{Code: vocab.CodeFiltered, Message: "the provider filtered the reply"}
+	case vocab.FinishError:
+		return &vocab.Error{Code: vocab.CodeProviderError, Message: "the provider ended the reply with an error"}
+	case vocab.FinishAborted:
+		return &vocab.Error{Code: vocab.CodeAborted, Message: "the provider aborted the reply"}
+	}
+	return nil
+}
+
+// emptyErr returns the failure of an empty reply: empty_response, retryable,
+// unless the provider filtered it.
 func emptyErr(f vocab.FinishReason) *vocab.Error {
 	if f == vocab.FinishFiltered {
-		return &vocab.Error{Code: vocab.CodeFiltered, Message: "the provider filtered the reply"}
+		return finishErr(f)
 	}
 	return &vocab.Error{Code: vocab.CodeEmptyResponse, Message: "the model returned an empty response", Retryable: true}
 }
@@ -151,7 +185,11 @@ var (
 				Content: "not executed: the reply hit the output token limit"}
 		}
 		out.Emit(CommitResults{Results: res})
-		c.End = &vocab.TurnEnd{Kind: vocab.EndMaxTokens}
+		// Stop at the drain: stopRequested ends the turn there, and the
+		// sticky MaxTokens (set by the commit) makes the end max-tokens.
+		if !c.Stopped {
+			c.Stopped, c.StopReason = true, StopMaxTokens
+		}
 	}, "commit-reply", "commit-results")
 	aActing = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
@@ -163,6 +201,10 @@ var (
 	aConcluded = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
 		c.Concluded = true
+	}, "commit-reply")
+	aBadFinish = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		aCommitReply.Run(c, ev, out)
+		fail(c, finishErr(ev.(ModelDone).Finish))
 	}, "commit-reply")
 	aEmptyRetry = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		scheduleRetry(c, emptyErr(ev.(ModelDone).Finish), 0, out)
@@ -304,7 +346,9 @@ func commitResults(c *Ctx, out *chart.Out) {
 }
 
 // Definition is the turn machine: the single source of its stateless
-// configuration, its diagrams and its table tests.
+// configuration, its diagrams and its table tests. Guarded transitions of
+// one state and trigger are tried in the order listed; the first whose
+// guard passes is taken.
 var Definition = &chart.Def[Ctx]{
 	Name:    "turn",
 	Initial: Open,
@@ -331,10 +375,17 @@ var Definition = &chart.Def[Ctx]{
 		{From: Gating, On: TrGateRefuse, To: Failed, Action: aGateFail},
 		{From: Gating, On: TrAbort, To: Aborted, Action: aAbort},
 
-		{From: Thinking, On: TrModelDone, To: Done, Guard: gTruncatedCalls, Action: aTruncated},
+		// model.done: the first passing guard wins, in this order. Tool
+		// calls decide continuation; a truncated reply's calls are not run
+		// (their error results are committed, the turn stops at the drain
+		// and ends max-tokens); an empty reply is a remote failure; a text
+		// reply the provider ended filtered, error or aborted is committed
+		// and fails the turn; any other reply is concluded.
+		{From: Thinking, On: TrModelDone, To: Draining, Guard: gTruncatedCalls, Action: aTruncated},
 		{From: Thinking, On: TrModelDone, To: Acting, Guard: gHasToolCalls, Action: aActing},
 		{From: Thinking, On: TrModelDone, To: Retrying, Guard: gEmptyRetry, Action: aEmptyRetry},
 		{From: Thinking, On: TrModelDone, To: Failed, Guard: gEmpty, Action: aEmptyFail},
+		{From: Thinking, On: TrModelDone, To: Failed, Guard: gBadFinish, Action: aBadFinish},
 		{From: Thinking, On: TrModelDone, To: Draining, Action: aConcluded},
 		{From: Thinking, On: TrModelFailed, To: Thinking, Guard: gRecovered, Action: aRecover},
 		{From: Thinking, On: TrModelFailed, To: Retrying, Guard: gRetryable, Action: aRetry},

@@ -190,3 +190,89 @@ func TestMatrix(t *testing.T) {
 	}
 	t.Logf("checked %d unhandled (state, trigger) pairs", checked)
 }
+
+// TestDeclaredEffects replays every table and checks the effect names the
+// definition declares against the effects the machine emits: every emitted
+// effect is declared by the transition taken or by an entry or exit action
+// of the states it leaves or enters, and every effect a transition's action
+// declares is emitted at least once when the tables take that transition
+// (no stale declarations in the diagrams).
+func TestDeclaredEffects(t *testing.T) {
+	def := turn.Definition
+	specs := map[chart.State]*chart.StateSpec[turn.Ctx]{}
+	for i := range def.States {
+		specs[def.States[i].Name] = &def.States[i]
+	}
+	names := func(a *chart.Action[turn.Ctx]) []string {
+		if a == nil {
+			return nil
+		}
+		return a.Effects
+	}
+	// lineage returns s and its ancestors.
+	lineage := func(s chart.State) []*chart.StateSpec[turn.Ctx] {
+		var out []*chart.StateSpec[turn.Ctx]
+		for sp := specs[s]; sp != nil; sp = specs[sp.Parent] {
+			out = append(out, sp)
+		}
+		return out
+	}
+	emitted := map[int]map[string]bool{}
+	tab := &chart.Table[turn.Ctx]{M: turn.New(), Parse: event}
+	datadriven.Walk(t, "../../testdata/transitions/turn", func(t *testing.T, path string) {
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			if d.Cmd != "fire" {
+				run(t, tab, d)
+				return d.Expected
+			}
+			for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+				ev, err := event(line)
+				if err != nil {
+					d.Fatalf(t, "%s: %v", d.Pos, err)
+				}
+				var out chart.Out
+				if tab.M.Fire(tab.Inst, ev, &out) != nil {
+					continue
+				}
+				declared := map[string]bool{}
+				for _, r := range out.Transitions {
+					tr := def.Transitions[r.Index]
+					for _, n := range names(tr.Action) {
+						declared[n] = true
+					}
+					if r.Internal {
+						continue
+					}
+					for _, sp := range append(lineage(r.From), lineage(r.To)...) {
+						for _, n := range append(names(sp.Entry), names(sp.Exit)...) {
+							declared[n] = true
+						}
+					}
+				}
+				got := map[string]bool{}
+				for _, e := range out.Effects {
+					got[e.EffectName()] = true
+					if !declared[e.EffectName()] {
+						t.Errorf("%s: %q: effect %s is not declared by %v", d.Pos, line, e.EffectName(), out.Transitions)
+					}
+				}
+				for _, r := range out.Transitions {
+					if emitted[r.Index] == nil {
+						emitted[r.Index] = map[string]bool{}
+					}
+					for n := range got {
+						emitted[r.Index][n] = true
+					}
+				}
+			}
+			return d.Expected
+		})
+	})
+	for i, tr := range def.Transitions {
+		for _, n := range names(tr.Action) {
+			if emitted[i] != nil && !emitted[i][n] {
+				t.Errorf("%s declares effect %s but never emitted it", chart.Describe(def, i), n)
+			}
+		}
+	}
+}

@@ -11,7 +11,7 @@
 // outside world, and hooks/... are small standard-library-only programs.
 // The analyzer checks every analyzed package against a table of rules
 // (see [Analyzer] for the list) and reports each violation at the
-// offending import spec, go statement or reference.
+// offending import spec, go statement, reference or range statement.
 //
 // The module path is taken from the -module flag so that the rules can be
 // exercised on GOPATH-style test data as well as on the real module.
@@ -20,6 +20,7 @@ package boundaries
 import (
 	"fmt"
 	"go/ast"
+	"go/types"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,6 +67,17 @@ machines-no-clock
 	renamed and dot imports of "time" are caught as well. Other parts of
 	package time (Duration, Time, Unix, ...) remain available.
 
+machines-no-map-range
+	Non-test files in machines/... may not range over a map: Go randomizes
+	map iteration order, and the machines (and the session core, which
+	also runs inside Temporal workflows) must produce the same output for
+	the same input. The range expression's type is checked with go/types,
+	so named map types, maps reached through fields or calls, and type
+	parameters whose type set holds a map are caught too. Ranging directly
+	over maps.All, maps.Keys or maps.Values is reported as well, since
+	those iterators yield in map order. Range over a slice instead, for
+	example slices.Sorted(maps.Keys(m)).
+
 machines-importers
 	Only adapters/... and machines/... may import machines/.... This applies
 	to every package of the module, test files included.
@@ -85,8 +97,8 @@ they test. Generated test main packages (pkg.test) are not checked.`
 // The rules form a small data table: each entry names the packages it
 // governs, whether _test.go files are checked, which import paths are
 // denied (and which of those are nevertheless allowed), whether go
-// statements are forbidden, and which package-level objects may not be
-// referenced. Every diagnostic names the rule that produced it.
+// statements are forbidden, whether ranging over maps is forbidden, and
+// which package-level objects may not be referenced. Every diagnostic names the rule that produced it.
 //
 // The flag -module sets the module path the rules are relative to; it
 // defaults to [DefaultModule]. It is accepted both by the standalone
@@ -134,6 +146,10 @@ type rule struct {
 	// noGo forbids go statements.
 	noGo bool
 
+	// noMapRange forbids range statements over maps (and over the map
+	// iterators of package maps).
+	noMapRange bool
+
 	// noRefs lists package-level objects, as "pkgpath.Name", that may
 	// not be referenced (called or used as values).
 	noRefs []string
@@ -173,6 +189,12 @@ var rules = []rule{
 			"time.NewTimer", "time.NewTicker", "time.Tick", "time.Since", "time.Until",
 		},
 		why: "machines must be deterministic; take time from inputs and leave clocks and timers to adapters",
+	},
+	{
+		name:       "machines-no-map-range",
+		pkgs:       []string{"<module>/machines/..."},
+		noMapRange: true,
+		why:        "map iteration order is random and machines must be deterministic; range over a slice, e.g. slices.Sorted(maps.Keys(m))",
 	},
 	{
 		name:      "machines-importers",
@@ -314,6 +336,9 @@ func run(pass *analysis.Pass) (any, error) {
 			if len(r.noRefs) > 0 {
 				checkRefs(pass, r, fileCur)
 			}
+			if r.noMapRange {
+				checkMapRange(pass, r, fileCur)
+			}
 		}
 	}
 	return nil, nil
@@ -363,4 +388,88 @@ func checkRefs(pass *analysis.Pass, r *rule, file inspector.Cursor) {
 		}
 		reportf(pass, r, at, "must not use %s", qualified)
 	}
+}
+
+// mapIterators are the functions of package maps whose iterators yield in
+// map order.
+var mapIterators = []string{"maps.All", "maps.Keys", "maps.Values"}
+
+// checkMapRange reports each range statement beneath file whose range
+// expression is a map, or a direct call of one of mapIterators.
+func checkMapRange(pass *analysis.Pass, r *rule, file inspector.Cursor) {
+	for cur := range file.Preorder((*ast.RangeStmt)(nil)) {
+		rs := cur.Node().(*ast.RangeStmt)
+		if t := pass.TypesInfo.TypeOf(rs.X); t != nil && isMap(t) {
+			reportf(pass, r, rs, "must not range over a map (%s)", types.TypeString(t, types.RelativeTo(pass.Pkg)))
+			continue
+		}
+		if fn := calledFunc(pass.TypesInfo, rs.X); fn != nil && fn.Pkg() != nil {
+			if name := fn.Pkg().Path() + "." + fn.Name(); slices.Contains(mapIterators, name) {
+				reportf(pass, r, rs, "must not range over %s (it yields in map order)", name)
+			}
+		}
+	}
+}
+
+// isMap reports whether t is a map: its underlying type is a map, or it is
+// a type parameter whose type set contains a map.
+func isMap(t types.Type) bool {
+	if tp, ok := t.(*types.TypeParam); ok {
+		return constraintHasMap(tp.Constraint(), 0)
+	}
+	_, ok := t.Underlying().(*types.Map)
+	return ok
+}
+
+// constraintHasMap reports whether some type in the type set described by
+// the constraint t has a map as its underlying type. depth bounds the walk
+// through embedded interfaces.
+func constraintHasMap(t types.Type, depth int) bool {
+	if depth > 16 {
+		return false
+	}
+	switch u := t.Underlying().(type) {
+	case *types.Map:
+		return true
+	case *types.Union:
+		for i := range u.Len() {
+			if constraintHasMap(u.Term(i).Type(), depth+1) {
+				return true
+			}
+		}
+	case *types.Interface:
+		for i := range u.NumEmbeddeds() {
+			if constraintHasMap(u.EmbeddedType(i), depth+1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// calledFunc returns the package-level function that the call expression
+// e calls (through any instantiation), or nil.
+func calledFunc(info *types.Info, e ast.Expr) *types.Func {
+	call, ok := ast.Unparen(e).(*ast.CallExpr)
+	if !ok {
+		return nil
+	}
+	fun := ast.Unparen(call.Fun)
+	switch x := fun.(type) {
+	case *ast.IndexExpr:
+		fun = x.X
+	case *ast.IndexListExpr:
+		fun = x.X
+	}
+	var id *ast.Ident
+	switch x := fun.(type) {
+	case *ast.Ident:
+		id = x
+	case *ast.SelectorExpr:
+		id = x.Sel
+	default:
+		return nil
+	}
+	fn, _ := info.Uses[id].(*types.Func)
+	return fn
 }

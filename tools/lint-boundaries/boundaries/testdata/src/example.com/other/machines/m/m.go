@@ -10,4 +10,6 @@ import (
 func F() {
 	_ = time.Now() // want `rule "machines-no-clock"`
 	_ = os.Args
+	for range map[int]int{} { // want `rule "machines-no-map-range": package example.com/other/machines/m must not range over a map`
+	}
 }

@@ -1,0 +1,196 @@
+package eventlog
+
+import (
+	"context"
+	"iter"
+	"sync"
+
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// Memory is an in-memory Sink and Reader for one session that keeps every
+// event it is given: for tests and the demo. It is safe for concurrent use.
+//
+// Storage grows in chunks allocated on demand: an unused Memory holds no
+// event storage at all, and a long log never copies the events it already
+// holds when it grows (only the newest chunk grows, up to a fixed size).
+type Memory struct {
+	mu sync.Mutex
+	// chunks hold the events in order. Every chunk but the last holds
+	// exactly chunkSize events; the last one grows by doubling up to
+	// chunkSize. An event is never changed once appended, so a reader may
+	// use a chunk's slice header taken under mu after releasing it.
+	chunks [][]vocab.Event
+	n      int
+	first  uint64 // seq of the first event held; 0 while empty
+	closed bool
+
+	// Failure injection (FailAfter).
+	failArmed bool
+	failLeft  int
+	failErr   error
+}
+
+var (
+	_ Sink   = (*Memory)(nil)
+	_ Reader = (*Memory)(nil)
+)
+
+const (
+	// chunkSize is the number of events in a full chunk (about 60 KB).
+	chunkSize = 512
+	// firstChunkCap is the capacity a new chunk starts with.
+	firstChunkCap = 8
+)
+
+// NewMemory returns an empty in-memory log.
+func NewMemory() *Memory { return &Memory{} }
+
+// Append implements Sink. It copies batch. The first event ever appended
+// may have any sequence number ≥ 1 (a session reopened from a log continues
+// its sequence); every later event must continue it without a gap or a
+// repeat. A batch that breaks this returns an error with code
+// vocab.CodeBadInput and appends nothing. After Close, Append returns an
+// error with code vocab.CodeClosed. An empty batch appends nothing and
+// returns nil (unless the log is closed). Memory never blocks, so ctx is
+// not consulted.
+func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return vocab.Errorf(vocab.CodeClosed, "eventlog: memory log is closed")
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	want := m.first + uint64(m.n)
+	if m.n == 0 {
+		if batch[0].Seq == 0 {
+			return vocab.Errorf(vocab.CodeBadInput, "eventlog: event seq 0 at batch index 0: sequence numbers start at 1")
+		}
+		want = batch[0].Seq
+	}
+	for i := range batch {
+		if seq := batch[i].Seq; seq != want {
+			what := "gap"
+			if seq < want {
+				what = "repeat"
+			}
+			return vocab.Errorf(vocab.CodeBadInput, "eventlog: event seq %d at batch index %d, want %d (%s)", seq, i, want, what)
+		}
+		want++
+	}
+	if m.failArmed {
+		if len(batch) > m.failLeft {
+			m.failLeft = 0 // sticky: every later non-empty batch fails too
+			return m.failErr
+		}
+		m.failLeft -= len(batch)
+	}
+	if m.n == 0 {
+		m.first = batch[0].Seq
+	}
+	for len(batch) > 0 {
+		if len(m.chunks) == 0 || len(m.chunks[len(m.chunks)-1]) == chunkSize {
+			m.chunks = append(m.chunks, nil)
+		}
+		c := &m.chunks[len(m.chunks)-1]
+		k := min(chunkSize-len(*c), len(batch))
+		if cap(*c)-len(*c) < k {
+			newCap := max(firstChunkCap, 2*cap(*c))
+			for newCap < len(*c)+k {
+				newCap *= 2
+			}
+			grown := make([]vocab.Event, len(*c), min(newCap, chunkSize))
+			copy(grown, *c)
+			*c = grown
+		}
+		*c = append(*c, batch[:k]...)
+		batch = batch[k:]
+		m.n += k
+	}
+	return nil
+}
+
+// Since implements Reader. It yields the events from seq from onwards that
+// were appended when the iteration started. Asking for a sequence number
+// before the first event held (a log that started at a later seq) yields a
+// single error matching ErrDropped that names from, rather than silently
+// starting later. A done ctx ends the stream with (zero Event,
+// context.Cause(ctx)).
+func (m *Memory) Since(ctx context.Context, from uint64) iter.Seq2[vocab.Event, error] {
+	return func(yield func(vocab.Event, error) bool) {
+		from = max(from, 1)
+		m.mu.Lock()
+		first, end := m.first, m.first+uint64(m.n) // end is exclusive
+		m.mu.Unlock()
+		if end == first {
+			return // nothing durable yet
+		}
+		if from < first {
+			yield(vocab.Event{}, dropped(from, "this log starts at seq %d", first))
+			return
+		}
+		for seq := from; seq < end; {
+			select {
+			case <-ctx.Done():
+				yield(vocab.Event{}, context.Cause(ctx))
+				return
+			default:
+			}
+			idx := int(seq - first)
+			m.mu.Lock()
+			c := m.chunks[idx/chunkSize]
+			m.mu.Unlock()
+			off := idx % chunkSize
+			stop := min(len(c), off+int(end-seq))
+			for _, ev := range c[off:stop] {
+				if !yield(ev, nil) {
+					return
+				}
+			}
+			seq += uint64(stop - off)
+		}
+	}
+}
+
+// Len returns the number of events held.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n
+}
+
+// Events returns a copy of every event held, in order. It is meant for
+// tests.
+func (m *Memory) Events() []vocab.Event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]vocab.Event, 0, m.n)
+	for _, c := range m.chunks {
+		out = append(out, c...)
+	}
+	return out
+}
+
+// Close makes every later Append fail with code vocab.CodeClosed. The
+// events held stay readable. Close is idempotent.
+func (m *Memory) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+}
+
+// FailAfter is a test aid for the lane's handling of a failed append: after
+// n more events have been appended successfully, Append returns err, and
+// keeps returning it for every later non-empty batch. A batch is
+// all-or-nothing: a batch that would take the count past n appends nothing
+// and returns err. FailAfter(n, nil) turns the injection off; a negative n
+// counts as 0.
+func (m *Memory) FailAfter(n int, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failArmed = err != nil
+	m.failLeft = max(n, 0)
+	m.failErr = err
+}

@@ -1,0 +1,82 @@
+package session
+
+import (
+	"strings"
+
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// Assembler builds the assistant message of one model request from its
+// streamed parts. Text and thinking deltas go into a builder and become one
+// part when the kind changes, so a long stream costs linear time, not the
+// quadratic cost of re-concatenating a string per delta. The zero value is
+// ready to use.
+type Assembler struct {
+	msg    vocab.Message
+	kind   vocab.PartKind // kind of the deltas in buf
+	buf    strings.Builder
+	usage  vocab.Usage
+	finish vocab.FinishReason
+	// open is set once message/start has been logged for this request.
+	open bool
+}
+
+// Reset starts a new reply.
+func (a *Assembler) Reset() {
+	a.msg = vocab.Message{Role: vocab.RoleAssistant, Source: vocab.SourceModel}
+	a.kind, a.usage, a.finish, a.open = "", vocab.Usage{}, "", false
+	a.buf.Reset()
+}
+
+// Add takes one streamed part.
+func (a *Assembler) Add(p vocab.StreamPart) {
+	switch p.Kind {
+	case vocab.StreamText, vocab.StreamThinking:
+		kind := vocab.PartText
+		if p.Kind == vocab.StreamThinking {
+			kind = vocab.PartThinking
+		}
+		if kind != a.kind {
+			a.flush()
+			a.kind = kind
+		}
+		a.buf.WriteString(p.Text)
+	case vocab.StreamToolCall:
+		if p.Call != nil {
+			a.flush()
+			c := *p.Call
+			a.msg.Parts = append(a.msg.Parts, vocab.Part{Kind: vocab.PartToolCall, Call: &c})
+		}
+	case vocab.StreamUsage:
+		if p.Usage != nil {
+			a.usage = *p.Usage
+		}
+	case vocab.StreamFinish:
+		a.finish = p.Finish
+	}
+}
+
+func (a *Assembler) flush() {
+	if a.buf.Len() > 0 {
+		a.msg.Parts = append(a.msg.Parts, vocab.Part{Kind: a.kind, Text: a.buf.String()})
+		a.buf.Reset()
+	}
+	a.kind = ""
+}
+
+// Message returns the reply so far.
+func (a *Assembler) Message() vocab.Message {
+	a.flush()
+	m := a.msg
+	if m.Role == "" {
+		m.Role, m.Source = vocab.RoleAssistant, vocab.SourceModel
+	}
+	m.Parts = append([]vocab.Part(nil), m.Parts...)
+	return m
+}
+
+// Usage returns the usage reported so far.
+func (a *Assembler) Usage() vocab.Usage { return a.usage }
+
+// Finish returns the finish reason reported, "" when none was.
+func (a *Assembler) Finish() vocab.FinishReason { return a.finish }

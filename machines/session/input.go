@@ -1,0 +1,515 @@
+package session
+
+import (
+	"slices"
+
+	"github.com/loopchart/loopchart/machines/agent"
+	"github.com/loopchart/loopchart/machines/chart"
+	"github.com/loopchart/loopchart/machines/tool"
+	"github.com/loopchart/loopchart/machines/turn"
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// apply steps a validated, copied, non-stale input.
+func (c *Core) apply(in vocab.Input) error {
+	switch in.Kind {
+	case vocab.InSubmit, vocab.InSteer, vocab.InInject, vocab.InNotify, vocab.InRemind:
+		if err := c.message(in); err != nil {
+			return err
+		}
+	case vocab.InWithdraw:
+		c.cause = vocab.CancelCause{Kind: vocab.CancelUser, Reason: "withdrawn"}
+		if err := c.first(in, agent.Drop{ID: in.Target}); err != nil {
+			return vocab.Errorf(vocab.Code("input.not_queued"), "withdraw: %s is not queued", in.Target)
+		}
+		c.ack(in)
+	case vocab.InCancel:
+		c.cause = *in.Cause
+		c.emitInput(in)
+		c.cancelGate()
+		c.fireNow(agent.Cancel{Cause: *in.Cause, KeepInbox: in.KeepInbox})
+		c.ack(in)
+	case vocab.InPause:
+		c.emitInput(in)
+		c.fireNow(agent.Pause{})
+		c.ack(in)
+	case vocab.InContinue:
+		c.emitInput(in)
+		c.fireNow(agent.Continue{Resume: c.resumable()})
+		c.ack(in)
+	case vocab.InClose:
+		c.cause = vocab.CancelCause{Kind: vocab.CancelDisposed}
+		c.emitInput(in)
+		if !c.closing() {
+			c.fireNow(agent.Close{})
+		}
+		c.ack(in)
+	case vocab.InMaintenanceStart:
+		if err := c.first(in, agent.MaintenanceStart{}); err != nil {
+			return vocab.Errorf(vocab.CodeNotIdle, "maintenance refused: %v", err)
+		}
+		c.start(&pending{kind: WorkMaintenance, input: in.ID}, Work{Input: in.ID})
+		c.ack(in)
+	case vocab.InMaintenanceDone:
+		c.emitInput(in)
+		c.drop(in.Work)
+		c.fireNow(agent.MaintenanceDone{})
+	case vocab.InModelParts:
+		c.emitInput(in)
+		if !c.reply.open {
+			c.reply.open = true
+			c.emit(vocab.EventMessageStart, vocab.MessagePayload{Message: vocab.Message{Role: vocab.RoleAssistant}})
+		}
+		for _, p := range in.Parts {
+			c.reply.Add(p)
+		}
+	case vocab.InModelDone:
+		c.emitInput(in)
+		c.modelDone(in)
+	case vocab.InModelFailed:
+		c.emitInput(in)
+		c.modelFailed(in)
+	case vocab.InToolUpdate:
+		c.emitInput(in)
+		if cl := c.callOf(in.Work); cl != nil {
+			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.ExecUpdate{Text: in.Text}})
+		}
+	case vocab.InToolDone:
+		c.emitInput(in)
+		c.drop(in.Work)
+		if cl := c.callOf(in.Work); cl != nil {
+			cl.work = 0
+			r := *in.Result
+			if r.IsError && r.Code == vocab.CodeToolAborted {
+				c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.ExecFailed{Message: r.Content}})
+			} else {
+				c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.ExecDone{Result: r}})
+			}
+		}
+	case vocab.InHookDone:
+		c.emitInput(in)
+		p := c.find(in.Work)
+		c.drop(in.Work)
+		c.verdict(p, *in.Hook)
+	case vocab.InTimerFired:
+		c.emitInput(in)
+		p := c.find(in.Work)
+		c.drop(in.Work)
+		c.timerFired(p)
+	case vocab.InStopped:
+		c.emitInput(in)
+		for _, s := range in.Stuck {
+			c.emit(vocab.EventWorkStuck, vocab.StuckPayload{Work: s.Work, What: s.What})
+		}
+		c.fireNow(agent.Closed{})
+	}
+	c.run()
+	if c.m.agent.In(c.agent, agent.Disposed) && !c.closed {
+		c.dispose()
+	}
+	c.updateStatus()
+	return nil
+}
+
+// message queues a caller's message input.
+func (c *Core) message(in vocab.Input) error {
+	m := *in.Message
+	m.ID = in.ID
+	if m.Role == "" {
+		m.Role = vocab.RoleUser
+	}
+	var ev chart.Event
+	switch in.Kind {
+	case vocab.InSubmit:
+		ev = agent.Submit{Message: m}
+	case vocab.InSteer:
+		ev = agent.Steer{Message: m}
+	case vocab.InInject:
+		ev = agent.Inject{Message: m}
+	case vocab.InNotify:
+		m.BypassMaxSteps = m.BypassMaxSteps || in.Bypass
+		ev = agent.Notify{Message: m, BypassMaxSteps: in.Bypass}
+	case vocab.InRemind:
+		ev = agent.Remind{Key: in.Key, Message: m}
+	}
+	c.live[in.ID] = struct{}{}
+	if in.Kind == vocab.InSubmit {
+		c.prompts = append(c.prompts, in.ID)
+	}
+	if err := c.first(in, ev); err != nil {
+		delete(c.live, in.ID)
+		if in.Kind == vocab.InSubmit {
+			c.prompts = c.prompts[:len(c.prompts)-1]
+		}
+		return vocab.Errorf(vocab.CodeBadInput, "%s refused: %v", in.Kind, err)
+	}
+	c.ack(in)
+	return nil
+}
+
+// first fires a caller input's agent event; only when the agent takes it
+// is the input recorded (then its transitions and effects).
+func (c *Core) first(in vocab.Input, ev chart.Event) error {
+	c.out.Reset()
+	if err := c.m.agent.Fire(c.agent, ev, &c.out); err != nil {
+		c.out.Reset()
+		return err
+	}
+	c.emitInput(in)
+	c.settle(fireReq{kind: reqAgent})
+	return nil
+}
+
+// fireNow fires an agent event for an input already recorded.
+func (c *Core) fireNow(ev chart.Event) {
+	c.enqueue(fireReq{kind: reqAgent, ev: ev})
+	c.run()
+}
+
+func (c *Core) emitInput(in vocab.Input) { c.emit(in.EventKind(), in) }
+
+// cancelGate ends the judging of a prompt by a before-submit-prompt hook
+// when a cancel arrives: the judged prompt is the one in progress, so it
+// ends cancelled like a running turn's prompt.
+func (c *Core) cancelGate() {
+	if !c.m.agent.In(c.agent, agent.Gating) || c.agent.Ctx.Gating == "" {
+		return
+	}
+	for _, p := range c.work {
+		if p.kind == WorkHook && p.hook == vocab.HookBeforeSubmitPrompt {
+			c.cancel(p.id, c.cause)
+			break
+		}
+	}
+	id := c.agent.Ctx.Gating
+	if c.agent.Ctx.Queued(id) {
+		c.enqueue(fireReq{kind: reqAgent, ev: agent.Drop{ID: id}})
+	}
+	c.enqueue(fireReq{kind: reqAgent, ev: agent.PromptBlock{Reason: "cancelled"}})
+	c.run()
+}
+
+// resumable reports whether the history ends where the model owes a
+// reply: after tool results, or after tool calls without their results.
+func (c *Core) resumable() bool {
+	if len(c.history) == 0 {
+		return false
+	}
+	last := c.history[len(c.history)-1]
+	return last.Role == vocab.RoleTool || last.Role == vocab.RoleAssistant && last.HasToolCalls()
+}
+
+// ---- model results ----
+
+func (c *Core) modelDone(in vocab.Input) {
+	c.drop(in.Work)
+	c.model = 0
+	reply, finish := c.normalize(*in.Reply, in.Finish, in.Work)
+	in.Reply, in.Finish = &reply, finish
+	if reply.IsEmptyReply() && c.cfg.Hooks.RequestError {
+		err := &vocab.Error{Code: vocab.CodeEmptyResponse, Message: "the model returned an empty response", Retryable: true}
+		if finish == vocab.FinishFiltered {
+			err = &vocab.Error{Code: vocab.CodeFiltered, Message: "the provider filtered the reply"}
+		}
+		c.askErrorHandlers(err, &in)
+		return
+	}
+	var usage vocab.Usage
+	if in.Usage != nil {
+		usage = *in.Usage
+	}
+	c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelDone{Reply: reply, Finish: finish, Usage: usage}})
+}
+
+func (c *Core) modelFailed(in vocab.Input) {
+	c.drop(in.Work)
+	c.model = 0
+	c.closeReply()
+	if c.cfg.Hooks.RequestError {
+		c.askErrorHandlers(in.Err, &in)
+		return
+	}
+	c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelFailed{Err: in.Err, Jitter: in.Jitter}})
+}
+
+// closeReply ends a streamed message that broke off, so a retry's
+// message/start is not nested in it.
+func (c *Core) closeReply() {
+	if c.reply.open {
+		c.emit(vocab.EventMessageEnd, vocab.MessagePayload{Message: c.reply.Message()})
+	}
+	c.reply.Reset()
+}
+
+func (c *Core) askErrorHandlers(err *vocab.Error, in *vocab.Input) {
+	if c.turn == nil {
+		return
+	}
+	cp := *in
+	c.start(&pending{kind: WorkHook, hook: vocab.HookRequestError, turn: c.turnNo, failure: &cp},
+		Work{Hook: vocab.HookRequestError, Info: c.info(c.step), Err: err, Attempt: c.turn.Ctx.Attempt, History: c.History()})
+}
+
+// normalize makes a reply safe to act on: an assistant message with an id,
+// a finish reason, and tool call ids that are unique and non-empty (the
+// model's duplicates and blanks get ids derived from the work and their
+// position; results are matched by these ids).
+func (c *Core) normalize(m vocab.Message, finish vocab.FinishReason, work uint64) (vocab.Message, vocab.FinishReason) {
+	m.Role, m.Source = vocab.RoleAssistant, vocab.SourceModel
+	if m.ID == "" {
+		m.ID = c.derivedID("m", work)
+	}
+	if m.HasToolCalls() {
+		seen := make([]string, 0, 4)
+		n := 0
+		for i := range m.Parts {
+			p := &m.Parts[i]
+			if p.Kind != vocab.PartToolCall || p.Call == nil {
+				continue
+			}
+			n++
+			id := p.Call.ID
+			if id == "" || slices.Contains(seen, id) {
+				cc := *p.Call
+				cc.ID = string(c.derivedID("call", work)) + "-" + itoa(uint64(n))
+				p.Call = &cc
+				id = cc.ID
+			}
+			seen = append(seen, id)
+		}
+	}
+	if finish == "" || !finish.Valid() {
+		finish = vocab.FinishStop
+		if m.HasToolCalls() {
+			finish = vocab.FinishToolCalls
+		}
+	}
+	return m, finish
+}
+
+// derivedID makes a deterministic id for something the core names itself
+// (a reply without an id, a tool result message): session, tag, number.
+func (c *Core) derivedID(tag string, n uint64) vocab.ID {
+	return vocab.ID(string(c.cfg.Session) + "-" + tag + itoa(n))
+}
+
+func itoa(n uint64) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}
+
+// ---- hook verdicts ----
+
+func (c *Core) verdict(p *pending, v vocab.HookVerdict) {
+	if v.Err != nil {
+		c.emit(vocab.EventHookFailed, vocab.HookPayload{Hook: p.hook, Code: v.Err.Code, Message: v.Err.Message})
+	}
+	switch p.hook {
+	case vocab.HookWillBeginStep:
+		switch {
+		case v.Err != nil:
+			c.unclaim(p.claimed, "cancelled")
+			c.enqueue(fireReq{kind: reqTurn, ev: turn.GateRefuse{Code: vocab.CodeHook, Message: v.Err.Message}})
+		case v.Refuse:
+			c.unclaim(p.claimed, "rejected")
+			c.enqueue(fireReq{kind: reqTurn, ev: turn.GateRefuse{Blocked: true, Message: v.Reason}})
+		default:
+			c.gateDecide(c.rewriteClaim(p, v.Messages))
+		}
+	case vocab.HookDidFinishStep:
+		if v.Refuse {
+			if c.stopReason == "" {
+				c.stopReason = v.Reason
+			}
+			c.enqueue(fireReq{kind: reqTurn, ev: turn.Stop{Reason: v.Reason}})
+		}
+		c.enqueue(fireReq{kind: reqDrainStopping})
+	case vocab.HookTurnStopping:
+		c.enqueue(fireReq{kind: reqDrainFinish})
+	case vocab.HookBeforeSubmitPrompt:
+		switch {
+		case v.Err != nil:
+			c.enqueue(fireReq{kind: reqAgent, ev: agent.PromptBlock{Reason: "error: " + v.Err.Message}})
+		case v.Refuse:
+			c.enqueue(fireReq{kind: reqAgent, ev: agent.PromptBlock{Reason: v.Reason}})
+		default:
+			var rw *vocab.Message
+			if v.Rewritten != nil {
+				m := *v.Rewritten
+				m.ID, m.Role = p.prompt, vocab.RoleUser
+				if m.Source == "" {
+					m.Source = vocab.SourceInput
+				}
+				rw = &m
+			}
+			c.enqueue(fireReq{kind: reqAgent, ev: agent.PromptPass{Rewritten: rw}})
+		}
+	case vocab.HookRequestError:
+		f := p.failure
+		switch {
+		case v.Err != nil:
+			c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelFailed{Err: v.Err, Jitter: f.Jitter}})
+		case v.Retry:
+			c.history = slices.Clone(v.History)
+			c.emit(vocab.EventHistoryReplaced, vocab.HistoryPayload{By: "error-handler", Messages: v.History})
+			if f.Kind == vocab.InModelDone {
+				// An empty reply the handler recovered from: the next
+				// request goes out at once, through the failure path.
+				c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelFailed{Err: &vocab.Error{Code: vocab.CodeEmptyResponse, Message: "the model returned an empty response"}, Recovered: true}})
+			} else {
+				c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelFailed{Err: f.Err, Recovered: true, Jitter: f.Jitter}})
+			}
+		case f.Kind == vocab.InModelDone:
+			var usage vocab.Usage
+			if f.Usage != nil {
+				usage = *f.Usage
+			}
+			c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelDone{Reply: *f.Reply, Finish: f.Finish, Usage: usage}})
+		default:
+			c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelFailed{Err: f.Err, Jitter: f.Jitter}})
+		}
+	}
+}
+
+// rewriteClaim applies a will-begin-step chain's edit of the claimed
+// messages: messages it dropped are reported, messages it made get ids.
+func (c *Core) rewriteClaim(p *pending, msgs []vocab.Message) []vocab.Message {
+	var dropped []vocab.Message
+	for _, m := range p.claimed {
+		if !slices.ContainsFunc(msgs, func(n vocab.Message) bool { return n.ID == m.ID }) {
+			dropped = append(dropped, m)
+		}
+	}
+	if len(dropped) > 0 {
+		c.unclaim(dropped, "dropped")
+	}
+	out := make([]vocab.Message, len(msgs))
+	for i, m := range msgs {
+		if m.ID == "" {
+			m.ID = vocab.ID(string(c.derivedID("w", p.id)) + "-" + itoa(uint64(i+1)))
+		}
+		if m.Role == "" || m.Role == vocab.RoleSystem {
+			m.Role = vocab.RoleUser
+		}
+		out[i] = m
+	}
+	return out
+}
+
+// unclaim reports claimed messages that will never reach history (a step
+// refused or cancelled before they were written).
+func (c *Core) unclaim(msgs []vocab.Message, op string) {
+	if len(msgs) == 0 {
+		return
+	}
+	c.emit(vocab.EventInboxSpliced, vocab.InboxPayload{Target: "step", Op: op, Messages: msgs})
+	for _, m := range msgs {
+		if m.ID != c.prompt {
+			delete(c.live, m.ID)
+		}
+	}
+}
+
+// ---- timers ----
+
+func (c *Core) timerFired(p *pending) {
+	switch p.machine {
+	case "agent":
+		c.enqueue(fireReq{kind: reqAgent, ev: agent.TimerFired{Name: p.name, Seq: p.seq}})
+	case "turn":
+		c.enqueue(fireReq{kind: reqTurn, ev: turn.TimerFired{Name: p.name, Seq: p.seq}})
+	case "tool":
+		for _, cl := range c.batch {
+			if cl.Call.ID == p.instance && cl.inst != nil {
+				c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.TimerFired{Name: p.name, Seq: p.seq}})
+				break
+			}
+		}
+	}
+}
+
+// callOf returns the batch's call that tool work id runs.
+func (c *Core) callOf(work uint64) *call {
+	for _, cl := range c.batch {
+		if cl.work == work {
+			return cl
+		}
+	}
+	return nil
+}
+
+// copyInput copies everything in that a caller could still change.
+func copyInput(in vocab.Input) vocab.Input {
+	if in.Message != nil {
+		m := vocab.CloneMessage(*in.Message)
+		in.Message = &m
+	}
+	if in.Reply != nil {
+		m := vocab.CloneMessage(*in.Reply)
+		in.Reply = &m
+	}
+	if in.Parts != nil {
+		in.Parts = slices.Clone(in.Parts)
+		for i := range in.Parts {
+			if cl := in.Parts[i].Call; cl != nil {
+				cc := *cl
+				cc.Args = slices.Clone(cl.Args)
+				in.Parts[i].Call = &cc
+			}
+		}
+	}
+	if in.Result != nil {
+		r := vocab.CloneResult(*in.Result)
+		in.Result = &r
+	}
+	if in.Err != nil {
+		e := *in.Err
+		e.Cause = nil
+		in.Err = &e
+	}
+	if in.Hook != nil {
+		h := *in.Hook
+		if h.Err != nil {
+			e := *h.Err
+			e.Cause = nil
+			h.Err = &e
+		}
+		h.Messages = cloneMessages(h.Messages)
+		h.History = cloneMessages(h.History)
+		if h.Rewritten != nil {
+			m := vocab.CloneMessage(*h.Rewritten)
+			h.Rewritten = &m
+		}
+		in.Hook = &h
+	}
+	if in.Cause != nil {
+		cc := *in.Cause
+		in.Cause = &cc
+	}
+	if in.Usage != nil {
+		u := *in.Usage
+		in.Usage = &u
+	}
+	in.Stuck = slices.Clone(in.Stuck)
+	return in
+}
+
+func cloneMessages(ms []vocab.Message) []vocab.Message {
+	if ms == nil {
+		return nil
+	}
+	out := make([]vocab.Message, len(ms))
+	for i, m := range ms {
+		out[i] = vocab.CloneMessage(m)
+	}
+	return out
+}

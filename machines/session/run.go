@@ -1,0 +1,313 @@
+package session
+
+import (
+	"slices"
+
+	"github.com/loopchart/loopchart/machines/agent"
+	"github.com/loopchart/loopchart/machines/chart"
+	"github.com/loopchart/loopchart/machines/tool"
+	"github.com/loopchart/loopchart/machines/turn"
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// reqKind says what a run-to-completion queue entry does.
+type reqKind uint8
+
+const (
+	reqAgent         reqKind = iota // fire ev on the agent
+	reqTurn                         // fire ev on the running turn (skipped once it ended)
+	reqTool                         // fire ev on call's tool machine (skipped once it ended)
+	reqStartTurn                    // make the turn instance of the turn begun
+	reqNewTool                      // make call's tool machine instance
+	reqLaunch                       // launch call's execution (exec.started, then the work)
+	reqContinueBatch                // after an outcome: the next call, or skip the rest
+	reqDrainStopping                // the drain's second phase: turn-stopping listeners
+	reqDrainFinish                  // the drain's last phase: claim input or not
+	reqStopAll                      // close: cancel all work, ask the adapter to stop
+)
+
+// fireReq is one entry of the run-to-completion queue.
+type fireReq struct {
+	kind      reqKind
+	ev        chart.Event
+	call      *call
+	stopBatch bool
+	cfg       turn.Config
+}
+
+func (c *Core) enqueue(r fireReq) { c.q = append(c.q, r) }
+
+// run drains the queue: each entry is fired to completion (its transitions
+// logged, its effects handled) before the next; effects only enqueue, so
+// no fire is ever nested in another.
+func (c *Core) run() {
+	for i := 0; i < len(c.q); i++ {
+		r := c.q[i]
+		c.q[i] = fireReq{}
+		c.out.Reset()
+		switch r.kind {
+		case reqAgent:
+			if err := c.m.agent.Fire(c.agent, r.ev, &c.out); err != nil {
+				c.bug(err)
+				continue
+			}
+		case reqTurn:
+			if c.turn == nil || c.m.turn.IsFinal(c.turn) {
+				continue
+			}
+			if err := c.m.turn.Fire(c.turn, r.ev, &c.out); err != nil {
+				c.bug(err)
+				continue
+			}
+		case reqTool:
+			if r.call.inst == nil || c.m.tool.IsFinal(r.call.inst) || !slices.Contains(c.batch, r.call) {
+				continue
+			}
+			if err := c.m.tool.Fire(r.call.inst, r.ev, &c.out); err != nil {
+				c.bug(err)
+				continue
+			}
+		case reqStartTurn:
+			c.turn = c.m.turn.New(turn.NewCtx(r.cfg), &c.out)
+			r.kind = reqTurn
+		case reqNewTool:
+			if !slices.Contains(c.batch, r.call) {
+				continue
+			}
+			r.call.inst = c.m.tool.New(tool.NewCtx(r.call.Call, tool.Config{AbortGrace: c.cfg.AbortGrace}), &c.out)
+			c.emit(vocab.EventToolCall, vocab.ToolPayload{Call: r.call.Call})
+			r.kind = reqTool
+		case reqLaunch:
+			c.launch(r.call)
+			continue
+		case reqContinueBatch:
+			c.continueBatch(r.stopBatch)
+			continue
+		case reqDrainStopping:
+			c.drainStopping()
+			continue
+		case reqDrainFinish:
+			c.drainFinish()
+			continue
+		case reqStopAll:
+			c.stopAll()
+			continue
+		}
+		c.settle(r)
+	}
+	c.q = c.q[:0]
+}
+
+// settle logs the transitions of the fire just made (in c.out) and handles
+// its effects.
+func (c *Core) settle(r fireReq) {
+	inst := ""
+	if r.kind == reqTool {
+		inst = r.call.Call.ID
+	}
+	for _, t := range c.out.Transitions {
+		c.emit(vocab.EventTransition, vocab.TransitionPayload{Machine: t.Machine, Instance: inst,
+			From: string(t.From), To: string(t.To), Trigger: string(t.Trigger), Guard: t.Guard, Internal: t.Internal})
+	}
+	effects := c.out.Effects
+	switch r.kind {
+	case reqAgent:
+		// A turn begins before the claims that feed it are reported, so
+		// they are logged inside the turn.
+		var start *agent.StartTurn
+		for _, eff := range effects {
+			if f, ok := eff.(agent.StartTurn); ok {
+				start = &f
+			}
+		}
+		for _, eff := range effects {
+			if start != nil {
+				if ib, ok := eff.(agent.Inbox); ok && ib.Op == agent.OpClaimed || eff.EffectName() == "start-turn" {
+					c.beginTurn(*start)
+					start = nil
+				}
+			}
+			c.agentEffect(eff)
+		}
+	case reqTurn:
+		for _, eff := range effects {
+			c.turnEffect(eff)
+		}
+	case reqTool:
+		for _, eff := range effects {
+			c.toolEffect(r.call, eff)
+		}
+	}
+}
+
+// ---- agent effects ----
+
+func (c *Core) agentEffect(eff chart.Effect) {
+	switch f := eff.(type) {
+	case agent.Inbox:
+		c.emit(vocab.EventInboxSpliced, vocab.InboxPayload{Target: string(f.Target), Op: string(f.Op), Messages: f.Messages})
+		switch f.Op {
+		case agent.OpDiscarded:
+			for _, m := range f.Messages {
+				delete(c.live, m.ID)
+				cause := c.cause
+				if cause.Kind == "" {
+					cause = vocab.CancelCause{Kind: vocab.CancelUser}
+				}
+				c.resolve(m.ID, vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: &cause})
+			}
+		case agent.OpReplaced:
+			if f.Replaced != nil {
+				delete(c.live, f.Replaced.ID)
+			}
+		}
+	case agent.StartTurn:
+		// handled first, by beginTurn
+	case agent.Claimed:
+		c.claim = append(c.claim, f.Messages...)
+		c.enqueue(fireReq{kind: reqTurn, ev: turn.Drained{Messages: len(f.Messages), Bypass: f.Bypass}})
+	case agent.AbortTurn:
+		c.enqueue(fireReq{kind: reqTurn, ev: turn.Abort{Cause: f.Cause}})
+	case agent.HardStop:
+		c.hardStop(f.Cause)
+	case agent.AbortMaintenance:
+		for _, p := range c.work {
+			if p.kind == WorkMaintenance {
+				cause := f.Cause
+				// The job is told to stop but stays outstanding: its
+				// maintenance.done still arrives.
+				c.rd.Work = append(c.rd.Work, Work{ID: p.id, Op: Cancel, Kind: WorkMaintenance, Cause: &cause})
+			}
+		}
+	case agent.PauseTurn:
+		c.enqueue(fireReq{kind: reqTurn, ev: turn.Pause{}})
+	case agent.ContinueTurn:
+		c.enqueue(fireReq{kind: reqTurn, ev: turn.Continue{}})
+	case agent.GatePrompt:
+		if c.cfg.Hooks.BeforeSubmitPrompt {
+			m := f.Message
+			c.start(&pending{kind: WorkHook, hook: vocab.HookBeforeSubmitPrompt, prompt: f.ID},
+				Work{Hook: vocab.HookBeforeSubmitPrompt, Prompt: &m, Info: StepInfo{Session: c.cfg.Session}, History: c.History()})
+		} else {
+			c.enqueue(fireReq{kind: reqAgent, ev: agent.PromptPass{}})
+		}
+	case agent.PromptBlocked:
+		delete(c.live, f.ID)
+		c.resolve(f.ID, vocab.PromptResult{Kind: vocab.PromptBlocked, Detail: f.Reason})
+	case agent.Cleanup:
+		c.hardStop(vocab.CancelCause{Kind: vocab.CancelDisposed})
+		c.enqueue(fireReq{kind: reqStopAll})
+	case chart.StartTimer:
+		c.startTimer("agent", "", f, 0)
+	case chart.CancelTimer:
+		c.cancelTimer("agent", "", f)
+	case agent.Status:
+		// The public status is the core's (updateStatus): judging a prompt
+		// and handing one turn to the next are work, not rest.
+	}
+}
+
+// beginTurn starts turn f.Turn: turn/start, then the claims.
+func (c *Core) beginTurn(f agent.StartTurn) {
+	c.turnNo, c.prompt, c.step = f.Turn, f.PromptID, 0
+	c.lastFinish, c.stopReason, c.stepOpen, c.resume = "", "", false, f.Resume
+	c.claim = append(c.claim[:0], f.Claimed...)
+	c.inTurn = true
+	c.emit(vocab.EventTurnStart, nil)
+	if f.PromptID != "" {
+		c.emit(vocab.EventPrompt, vocab.PromptPayload{Prompt: f.PromptID, State: "running"})
+	}
+	cfg := turn.Config{Turn: f.Turn, MaxSteps: c.cfg.MaxSteps, AbortGrace: c.cfg.AbortGrace}
+	if c.cfg.MaxAttempts > 0 {
+		cfg.Retry = turn.DefaultRetryPolicy()
+		cfg.Retry.MaxAttempts = c.cfg.MaxAttempts
+	}
+	c.enqueue(fireReq{kind: reqStartTurn, cfg: cfg})
+}
+
+// hardStop ends the turn now: every tool still running is aborted, then
+// the turn twice (an aborting turn takes a second abort as "stop waiting").
+func (c *Core) hardStop(cause vocab.CancelCause) {
+	for _, cl := range c.batch {
+		if cl.inst != nil {
+			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
+		} else {
+			cl.abort = &cause
+		}
+	}
+	c.enqueue(fireReq{kind: reqTurn, ev: turn.Abort{Cause: cause}})
+	c.enqueue(fireReq{kind: reqTurn, ev: turn.Abort{Cause: cause}})
+}
+
+// stopAll answers the agent's Cleanup: every outstanding piece of work is
+// cancelled, and the adapter is asked to report when all of it has ended.
+func (c *Core) stopAll() {
+	cause := vocab.CancelCause{Kind: vocab.CancelDisposed}
+	for len(c.work) > 0 {
+		c.cancel(c.work[0].id, cause)
+	}
+	c.workSeq++
+	c.rd.Work = append(c.rd.Work, Work{ID: c.workSeq, Op: Start, Kind: WorkStop, Cause: &cause})
+}
+
+// dispose resolves what a closed session still owes: every prompt still
+// queued ends cancelled with cause disposed.
+func (c *Core) dispose() {
+	c.closed = true
+	cause := vocab.CancelCause{Kind: vocab.CancelDisposed}
+	for len(c.prompts) > 0 {
+		c.resolve(c.prompts[0], vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: &cause})
+	}
+}
+
+// resolve gives prompt id its one result (nothing when it has one).
+func (c *Core) resolve(id vocab.ID, r vocab.PromptResult) {
+	i := slices.Index(c.prompts, id)
+	if i < 0 {
+		return
+	}
+	c.prompts = slices.Delete(c.prompts, i, i+1)
+	delete(c.live, id)
+	c.emit(vocab.EventPrompt, vocab.PromptPayload{Prompt: id, State: string(r.Kind), Detail: r.String()})
+	rr := r
+	c.result(Result{Kind: PromptEnded, Input: id, Prompt: &rr})
+}
+
+// updateStatus reports a flip of the public status: running while a turn
+// runs, a prompt is judged or the session closes.
+func (c *Core) updateStatus() {
+	s := agent.StatusIdle
+	if !c.closed && (c.m.agent.In(c.agent, agent.Running) || c.m.agent.In(c.agent, agent.Closing) || c.m.agent.In(c.agent, agent.Gating)) {
+		s = agent.StatusRunning
+	}
+	if s == c.status {
+		return
+	}
+	c.status = s
+	c.emit(vocab.EventStatus, vocab.StatusPayload{Status: string(s)})
+	if s == agent.StatusRunning {
+		c.emit(vocab.EventAgentStart, nil)
+	} else {
+		c.emit(vocab.EventAgentEnd, nil)
+	}
+}
+
+// ---- timers ----
+
+func (c *Core) startTimer(machine, instance string, f chart.StartTimer, turnNo int) {
+	c.start(&pending{kind: WorkTimer, machine: machine, instance: instance, name: f.Name, seq: f.Seq, turn: turnNo},
+		Work{Deadline: c.now.Add(f.Delay)})
+}
+
+func (c *Core) cancelTimer(machine, instance string, f chart.CancelTimer) {
+	for _, p := range c.work {
+		if p.kind == WorkTimer && p.machine == machine && p.instance == instance && p.name == f.Name && p.seq == f.Seq {
+			c.cancel(p.id, vocab.CancelCause{})
+			return
+		}
+	}
+}
+
+func (c *Core) info(step int) StepInfo {
+	return StepInfo{Session: c.cfg.Session, Turn: c.turnNo, Step: step, First: step == 1}
+}

@@ -1,0 +1,619 @@
+// Package session is the session core: everything about one agent session
+// — the agent, turn and tool machines' instances, the history, the inbox
+// and its claims, the current turn, step and tool batch, prompt
+// bookkeeping, timers as data, stop and pause flags — in one pure,
+// synchronous, deterministic value. It is loopchart's etcd-raft RawNode;
+// adapters/engine is its Node, the only place with goroutines.
+//
+// The loop an adapter writes:
+//
+//	for {
+//		in := <-inputs                // a caller's input or the result of work
+//		if err := core.Step(in); err != nil {
+//			// rejected: nothing changed, nothing logged; tell the caller
+//		}
+//		rd, ok := core.Ready()
+//		if !ok {
+//			continue
+//		}
+//		sink.Append(rd.Events)        // 1. durable before anything below
+//		start(rd.Work)                // 2. start or cancel work, in order
+//		deliver(rd.Results)           // 3. answer callers
+//		core.Advance(rd)
+//	}
+//
+// Every accepted input is recorded first, as an "input/<kind>" event with
+// all of its data, and every event is derived from inputs only: the core
+// reads no clock (each input carries its time), makes no random draw
+// (jitter arrives on the input) and makes no id (ids arrive on inputs;
+// event ids derive from the session and the sequence number). So the same
+// inputs give the same events, which is what folding a log, verifying it,
+// simulating a session and running it as a Temporal workflow rely on.
+//
+// Machine-to-machine events go on a run-to-completion queue and are fired
+// one after the other, never nested inside another fire.
+//
+// Work (model requests, tool calls, hook invocations, timers, maintenance
+// jobs) is referenced, not carried: a hook or a tool appears by name, and
+// the adapter holds the code. Each piece of work has a number; a result
+// quoting a number that is no longer outstanding (a late stream part, the
+// outcome of a cancelled call, the fire of a disarmed timer) is dropped
+// with an input/stale event.
+package session
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/loopchart/loopchart/machines/agent"
+	"github.com/loopchart/loopchart/machines/chart"
+	"github.com/loopchart/loopchart/machines/tool"
+	"github.com/loopchart/loopchart/machines/turn"
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// Errors returned by Step and Validate. Each matches a vocab code with
+// errors.Is.
+var (
+	// ErrClosed: the session is closed (or closing) and takes no caller
+	// input.
+	ErrClosed = vocab.CodeClosed.Err()
+	// ErrBadInput: the input is malformed (a missing message, a role a
+	// caller may not send, an empty reminder key, a negative option).
+	ErrBadInput = vocab.CodeBadInput.Err()
+	// ErrDuplicateID: the input's id is already queued or running.
+	ErrDuplicateID = vocab.Code("input.duplicate_id").Err()
+	// ErrNotIdle: maintenance needs an idle agent with nothing to wait for.
+	ErrNotIdle = vocab.CodeNotIdle.Err()
+	// ErrNotQueued: a withdraw named an input that is not queued (already
+	// claimed, or never queued).
+	ErrNotQueued = vocab.Code("input.not_queued").Err()
+	// ErrNoMachines: Step was called on a core without machines (see Use).
+	ErrNoMachines = vocab.CodeInternal.Err()
+)
+
+// Hooks says which hook slots have handlers. The core asks for hook work
+// only for those; an empty slot is answered in the core at no cost.
+type Hooks struct {
+	WillBeginStep      bool `json:"willBeginStep,omitempty"`
+	DidFinishStep      bool `json:"didFinishStep,omitempty"`
+	TurnStopping       bool `json:"turnStopping,omitempty"`
+	BeforeSubmitPrompt bool `json:"beforeSubmitPrompt,omitempty"`
+	RequestError       bool `json:"requestError,omitempty"`
+}
+
+// Config is fixed for the life of a session. The zero value of every
+// field but Session has a default; negative limits are errors.
+type Config struct {
+	// Session names the session; required.
+	Session vocab.ID `json:"session"`
+	// System, Model, MaxTokens and Tools go into every model request.
+	System    string           `json:"system,omitempty"`
+	Model     string           `json:"model,omitempty"`
+	MaxTokens int              `json:"maxTokens,omitempty"`
+	Tools     []vocab.ToolSpec `json:"tools,omitempty"`
+	// MaxSteps ends a turn with loop.max_steps_exceeded after that many
+	// steps without new input; 0 means unlimited.
+	MaxSteps int `json:"maxSteps,omitempty"`
+	// MaxAttempts per step, the first included; 0 means 10.
+	MaxAttempts int `json:"maxAttempts,omitempty"`
+	// AbortGrace is how long running tools get to settle after an abort,
+	// for the turn and every tool call alike; 0 means 2.5 s.
+	AbortGrace time.Duration `json:"abortGrace,omitempty"`
+	// HardStop is how long an aborting turn gets before it is stopped
+	// hard; 0 means 10 s.
+	HardStop time.Duration `json:"hardStop,omitempty"`
+	// Hooks says which hook slots have handlers.
+	Hooks Hooks `json:"hooks"`
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.Session == "":
+		return vocab.Errorf(vocab.CodeBadInput, "session: no session id")
+	case c.MaxTokens < 0:
+		return vocab.Errorf(vocab.CodeBadInput, "session: negative MaxTokens %d", c.MaxTokens)
+	case c.MaxSteps < 0:
+		return vocab.Errorf(vocab.CodeBadInput, "session: negative MaxSteps %d", c.MaxSteps)
+	case c.MaxAttempts < 0:
+		return vocab.Errorf(vocab.CodeBadInput, "session: negative MaxAttempts %d", c.MaxAttempts)
+	case c.AbortGrace < 0:
+		return vocab.Errorf(vocab.CodeBadInput, "session: negative AbortGrace %s", c.AbortGrace)
+	case c.HardStop < 0:
+		return vocab.Errorf(vocab.CodeBadInput, "session: negative HardStop %s", c.HardStop)
+	}
+	for i, t := range c.Tools {
+		if t.Name == "" {
+			return vocab.Errorf(vocab.CodeBadInput, "session: tool %d has no name", i)
+		}
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.AbortGrace == 0 {
+		c.AbortGrace = turn.DefaultAbortGrace
+	}
+	if c.HardStop == 0 {
+		c.HardStop = agent.DefaultHardStop
+	}
+	return c
+}
+
+// Machines are the three built machine kinds a core fires its instances
+// on. Building them costs far more than a step, so an adapter builds a few
+// and lends them to cores (Use); a Machines value may serve one core at a
+// time.
+type Machines struct {
+	agent *agent.Machine
+	turn  *turn.Machine
+	tool  *tool.Machine
+}
+
+// NewMachines builds the three machine kinds.
+func NewMachines() *Machines {
+	return &Machines{agent: agent.New(), turn: turn.New(), tool: tool.New()}
+}
+
+// Core is one session. It is not safe for concurrent use: one goroutine
+// (the adapter's lane) steps it at a time.
+type Core struct {
+	cfg Config
+	m   *Machines
+
+	agent *agent.Instance
+	turn  *turn.Instance
+	// turnNo and step locate events; prompt is the running turn's prompt.
+	turnNo, step int
+	prompt       vocab.ID
+	stepOpen     bool
+	inTurn       bool
+	resume       bool
+	concluded    bool
+	lastFinish   vocab.FinishReason
+	stopReason   string
+	// claim holds messages claimed from the inbox (by the turn's start or
+	// a drain) until the step gate writes them to history.
+	claim   []vocab.Message
+	history []vocab.Message
+
+	// model is the outstanding model work (0: none); reply assembles its
+	// streamed parts, for salvage.
+	model uint64
+	reply Assembler
+	// batch is the current tool batch in the model's order; next is the
+	// next call the sequential scheduler launches.
+	batch []*call
+	next  int
+
+	work    []*pending // outstanding work, in start order
+	workSeq uint64
+	seq     uint64
+	now     time.Time
+	status  agent.PublicStatus
+	// cause is the cancel cause of the input being stepped: prompts it
+	// takes off the queue end cancelled with it.
+	cause vocab.CancelCause
+	// live holds the ids of queued and running inputs (prompt ids until
+	// their result).
+	live    map[vocab.ID]struct{}
+	prompts []vocab.ID // prompts waiting for a result, in submission order
+	closed  bool
+
+	q   []fireReq // run-to-completion queue
+	out chart.Out
+	rd  Ready
+}
+
+// call is one tool call of the batch.
+type call struct {
+	Call vocab.ToolCall
+	inst *tool.Instance
+	work uint64 // tool work while launched
+	// skip and abort say how the call ends when its machine is made:
+	// skipped (a previous call stopped the batch) or aborted.
+	skip  bool
+	abort *vocab.CancelCause
+}
+
+// New returns the core of a new session with cfg, firing its machines on
+// m. The agent starts idle. The adapter may take the machines back with
+// Use(nil) while the session rests.
+func New(cfg Config, m *Machines) (*Core, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Core{cfg: cfg.withDefaults(), m: m, live: map[vocab.ID]struct{}{}, status: agent.StatusIdle}
+	if m == nil {
+		return nil, vocab.Errorf(vocab.CodeBadInput, "session: no machines")
+	}
+	ac := agent.NewCtx(agent.Config{PromptGate: cfg.Hooks.BeforeSubmitPrompt, HardStop: c.cfg.HardStop})
+	c.agent = m.agent.New(ac, &c.out)
+	c.out.Reset()
+	return c, nil
+}
+
+// Use lends the core machines to fire on (nil takes them back). An adapter
+// that keeps many idle sessions lends one Machines to whichever core it
+// steps.
+func (c *Core) Use(m *Machines) {
+	c.m = m
+}
+
+// Session returns the session id.
+func (c *Core) Session() vocab.ID { return c.cfg.Session }
+
+// Config returns the session's configuration (defaults applied).
+func (c *Core) Config() Config { return c.cfg }
+
+// History returns a read-only view of the conversation.
+func (c *Core) History() vocab.History { return vocab.HistoryOf(c.history) }
+
+// Seq returns the sequence number of the last event.
+func (c *Core) Seq() uint64 { return c.seq }
+
+// Closed reports whether the session has been disposed.
+func (c *Core) Closed() bool { return c.closed }
+
+// Idle reports whether the agent rests: no turn runs, no prompt is being
+// judged, no maintenance job runs, and nothing will start one without a
+// new input.
+func (c *Core) Idle() bool {
+	return c.turn == nil && (c.m.agent.In(c.agent, agent.Ready) || c.m.agent.In(c.agent, agent.Waiting) || c.closed)
+}
+
+// State returns the agent's and the running turn's leaf states ("" when no
+// turn runs).
+func (c *Core) State() (agentState, turnState string) {
+	agentState = string(c.agent.State())
+	if c.turn != nil {
+		turnState = string(c.turn.State())
+	}
+	return
+}
+
+// Status returns the public status: running while a turn runs, a prompt
+// is judged or the session closes; idle otherwise.
+func (c *Core) Status() agent.PublicStatus { return c.status }
+
+// Step applies one input. An error means the input was rejected: no state
+// changed and nothing was logged. Otherwise the input is recorded as an
+// event at the head of everything it caused, and Ready has the result.
+func (c *Core) Step(in vocab.Input) (err error) {
+	if c.m == nil {
+		return vocab.Errorf(vocab.CodeInternal, "session: Step without machines (see Use)")
+	}
+	if err := c.Validate(in); err != nil {
+		return err
+	}
+	if in.At.After(c.now) {
+		c.now = in.At
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			// A bug in the core: record it rather than crash the lane.
+			c.emit(vocab.EventError, vocab.ErrorPayload{Code: vocab.CodeInternal, Message: fmt.Sprint("session: panic: ", r)})
+			err = nil
+		}
+	}()
+	c.cause = vocab.CancelCause{}
+	if c.stale(in) {
+		c.emit(vocab.EventInputStale, vocab.StalePayload{Input: in.Kind, Work: in.Work, Reason: "no such outstanding work"})
+		return nil
+	}
+	in = copyInput(in)
+	return c.apply(in)
+}
+
+// Validate reports whether Step would reject in, without stepping.
+func (c *Core) Validate(in vocab.Input) error {
+	if c.closed {
+		return vocab.Errorf(vocab.CodeClosed, "session %s is closed", c.cfg.Session)
+	}
+	if in.At.IsZero() {
+		return vocab.Errorf(vocab.CodeBadInput, "%s: input without a time", in.Kind)
+	}
+	switch in.Kind {
+	case vocab.InSubmit, vocab.InSteer, vocab.InInject, vocab.InNotify, vocab.InRemind:
+		if c.closing() {
+			return vocab.Errorf(vocab.CodeClosed, "session %s is closing", c.cfg.Session)
+		}
+		if in.Message == nil {
+			return vocab.Errorf(vocab.CodeBadInput, "%s: no message", in.Kind)
+		}
+		if in.ID == "" || in.Message.ID != "" && in.Message.ID != in.ID {
+			return vocab.Errorf(vocab.CodeBadInput, "%s: the input and its message need one id", in.Kind)
+		}
+		switch in.Message.Role {
+		case "", vocab.RoleUser:
+		default:
+			return vocab.Errorf(vocab.CodeBadInput, "%s: role %q: callers send user messages", in.Kind, in.Message.Role)
+		}
+		if in.Message.Result != nil {
+			return vocab.Errorf(vocab.CodeBadInput, "%s: a user message carries no tool result", in.Kind)
+		}
+		for i, p := range in.Message.Parts {
+			if p.Kind != vocab.PartText {
+				return vocab.Errorf(vocab.CodeBadInput, "%s: part %d is %q: callers send text", in.Kind, i, p.Kind)
+			}
+		}
+		if in.Kind == vocab.InRemind && in.Key == "" {
+			return vocab.Errorf(vocab.CodeBadInput, "remind: empty key")
+		}
+		if _, dup := c.live[in.ID]; dup {
+			return vocab.Errorf(ErrDuplicateID.(*vocab.Error).Code, "%s: id %s is already queued or running", in.Kind, in.ID)
+		}
+	case vocab.InWithdraw:
+		if in.Target == "" {
+			return vocab.Errorf(vocab.CodeBadInput, "withdraw: no target id")
+		}
+		if !c.agent.Ctx.Queued(in.Target) {
+			return vocab.Errorf(ErrNotQueued.(*vocab.Error).Code, "withdraw: %s is not queued", in.Target)
+		}
+	case vocab.InCancel:
+		if in.Cause == nil || in.Cause.Kind == "" {
+			return vocab.Errorf(vocab.CodeBadInput, "cancel: no cause")
+		}
+	case vocab.InPause, vocab.InContinue, vocab.InClose:
+	case vocab.InMaintenanceStart:
+		if in.ID == "" {
+			return vocab.Errorf(vocab.CodeBadInput, "maintenance.start: no id")
+		}
+		if !c.m.agent.In(c.agent, agent.Ready) {
+			return vocab.Errorf(vocab.CodeNotIdle, "maintenance refused: the agent is %s, not idle with nothing to wait for", c.agent.State())
+		}
+	case vocab.InMaintenanceDone, vocab.InModelParts, vocab.InToolUpdate, vocab.InTimerFired:
+		if in.Work == 0 {
+			return vocab.Errorf(vocab.CodeBadInput, "%s: no work id", in.Kind)
+		}
+	case vocab.InModelDone:
+		if in.Work == 0 || in.Reply == nil {
+			return vocab.Errorf(vocab.CodeBadInput, "model.done: needs work and a reply")
+		}
+	case vocab.InModelFailed:
+		if in.Work == 0 || in.Err == nil {
+			return vocab.Errorf(vocab.CodeBadInput, "model.failed: needs work and an error")
+		}
+		if in.Jitter < 0 || in.Jitter >= 1 {
+			return vocab.Errorf(vocab.CodeBadInput, "model.failed: jitter %v outside [0, 1)", in.Jitter)
+		}
+	case vocab.InToolDone:
+		if in.Work == 0 || in.Result == nil {
+			return vocab.Errorf(vocab.CodeBadInput, "tool.done: needs work and a result")
+		}
+	case vocab.InHookDone:
+		if in.Work == 0 || in.Hook == nil {
+			return vocab.Errorf(vocab.CodeBadInput, "hook.done: needs work and a verdict")
+		}
+	case vocab.InStopped:
+	default:
+		return vocab.Errorf(vocab.CodeBadInput, "unknown input kind %q", in.Kind)
+	}
+	return nil
+}
+
+func (c *Core) closing() bool { return c.m.agent.In(c.agent, agent.Closing) || c.closed }
+
+// stale reports whether in answers work that is no longer outstanding.
+func (c *Core) stale(in vocab.Input) bool {
+	switch in.Kind {
+	case vocab.InModelParts, vocab.InModelDone, vocab.InModelFailed, vocab.InToolUpdate, vocab.InToolDone,
+		vocab.InHookDone, vocab.InTimerFired, vocab.InMaintenanceDone:
+		return c.find(in.Work) == nil
+	}
+	return false
+}
+
+// Ready returns what the adapter must do now, in the order of its fields,
+// and false when there is nothing. Call it after a batch of Steps.
+func (c *Core) Ready() (Ready, bool) {
+	if len(c.rd.Events) == 0 && len(c.rd.Work) == 0 && len(c.rd.Results) == 0 {
+		return Ready{}, false
+	}
+	return c.rd, true
+}
+
+// Advance tells the core that rd (the last Ready) was carried out. The
+// core reuses rd's slices afterwards: the adapter must not keep them.
+func (c *Core) Advance(rd Ready) {
+	clear(c.rd.Events)
+	clear(c.rd.Work)
+	clear(c.rd.Results)
+	c.rd.Events, c.rd.Work, c.rd.Results = c.rd.Events[:0], c.rd.Work[:0], c.rd.Results[:0]
+}
+
+// Ready is what a batch of Steps produced. Its duties come in the order of
+// its fields:
+//
+//  1. Events must be appended durably, in order (their sequence numbers
+//     are gapless), before anything below happens. If the append fails the
+//     core is ahead of its log: discard it and reopen the session from the
+//     log.
+//  2. Work must then be started or cancelled exactly as given, in order:
+//     the adapter adds no concurrency and reorders nothing (the core
+//     schedules tools).
+//  3. Results must then be delivered to the callers waiting for them.
+type Ready struct {
+	Events  []vocab.Event
+	Work    []Work
+	Results []Result
+}
+
+// WorkKind says what a piece of work is.
+type WorkKind string
+
+// Kinds of work.
+const (
+	// WorkModel streams a model request; answered by model.parts (any
+	// number) then model.done or model.failed.
+	WorkModel WorkKind = "model"
+	// WorkTool executes a tool call; answered by tool.update (any number)
+	// then tool.done.
+	WorkTool WorkKind = "tool"
+	// WorkHook runs a hook chain; answered by hook.done.
+	WorkHook WorkKind = "hook"
+	// WorkTimer waits until Deadline; answered by timer.fired.
+	WorkTimer WorkKind = "timer"
+	// WorkMaintenance runs the maintenance job the caller gave with input
+	// Input; answered by maintenance.done.
+	WorkMaintenance WorkKind = "maintenance"
+	// WorkStop cancels everything still running; answered by stopped once
+	// all of it has ended (or the close deadline passed).
+	WorkStop WorkKind = "stop"
+)
+
+// WorkOp says whether work starts or is cancelled.
+type WorkOp string
+
+// Work operations.
+const (
+	Start  WorkOp = "start"
+	Cancel WorkOp = "cancel"
+)
+
+// Work is one piece of work to start or cancel. Only the fields of its
+// kind are set. A cancelled piece of work is no longer outstanding: its
+// later results are stale.
+type Work struct {
+	ID   uint64   `json:"id"`
+	Op   WorkOp   `json:"op"`
+	Kind WorkKind `json:"kind"`
+	// Cause is why work is cancelled.
+	Cause *vocab.CancelCause `json:"cause,omitempty"`
+
+	// Request is the model request (model).
+	Request *vocab.Request `json:"request,omitempty"`
+	// Call is the tool call (tool).
+	Call *vocab.ToolCall `json:"call,omitempty"`
+	// Hook names the hook chain to run and Info the step it runs for.
+	Hook vocab.HookName `json:"hook,omitempty"`
+	Info StepInfo       `json:"info,omitzero"`
+	// Messages are the step's claimed messages (will-begin-step).
+	Messages []vocab.Message `json:"messages,omitempty"`
+	// Prompt is the prompt to judge (before-submit-prompt).
+	Prompt *vocab.Message `json:"prompt,omitempty"`
+	// History is the conversation so far, read-only (hooks).
+	History vocab.History `json:"-"`
+	// Err and Attempt describe the failure (request-error).
+	Err     *vocab.Error `json:"error,omitempty"`
+	Attempt int          `json:"attempt,omitempty"`
+	// Deadline is when the timer fires (timer).
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Input is the id of the caller input that asked for the work
+	// (maintenance: the job to run).
+	Input vocab.ID `json:"input,omitempty"`
+}
+
+// StepInfo locates a step.
+type StepInfo struct {
+	Session vocab.ID `json:"session"`
+	Turn    int      `json:"turn"`
+	Step    int      `json:"step"`
+	// First is set on the turn's first step.
+	First bool `json:"first,omitempty"`
+}
+
+// ResultKind says what a Result answers.
+type ResultKind string
+
+// Result kinds.
+const (
+	// Accepted acknowledges a caller input: its events are durable.
+	Accepted ResultKind = "accepted"
+	// PromptEnded carries a prompt's one result.
+	PromptEnded ResultKind = "prompt"
+)
+
+// Result answers a caller, keyed by the id of its input.
+type Result struct {
+	Kind   ResultKind          `json:"kind"`
+	Input  vocab.ID            `json:"input"`
+	Prompt *vocab.PromptResult `json:"prompt,omitempty"`
+}
+
+// pending is an outstanding piece of work and what the core needs to know
+// when it answers.
+type pending struct {
+	id   uint64
+	kind WorkKind
+	hook vocab.HookName
+	// turn is the turn the work belongs to (0: the session's).
+	turn int
+	// claimed are the messages a will-begin-step hook holds.
+	claimed []vocab.Message
+	// prompt is the judged prompt (before-submit-prompt).
+	prompt vocab.ID
+	// failure is what a request-error hook was asked about, with the empty
+	// reply it may stand for.
+	failure *vocab.Input
+	// timer identifies a timer's owner.
+	machine, instance, name string
+	seq                     uint64
+	// input is the caller input behind maintenance work.
+	input vocab.ID
+}
+
+func (c *Core) find(id uint64) *pending {
+	for _, p := range c.work {
+		if p.id == id {
+			return p
+		}
+	}
+	return nil
+}
+
+func (c *Core) drop(id uint64) {
+	for i, p := range c.work {
+		if p.id == id {
+			c.work = append(c.work[:i], c.work[i+1:]...)
+			return
+		}
+	}
+}
+
+// start records new outstanding work and asks the adapter to start it.
+func (c *Core) start(p *pending, w Work) {
+	c.workSeq++
+	p.id, w.ID, w.Op, w.Kind = c.workSeq, c.workSeq, Start, p.kind
+	c.work = append(c.work, p)
+	c.rd.Work = append(c.rd.Work, w)
+}
+
+// cancel asks the adapter to cancel outstanding work id; it is no longer
+// outstanding.
+func (c *Core) cancel(id uint64, cause vocab.CancelCause) {
+	p := c.find(id)
+	if p == nil {
+		return
+	}
+	c.drop(id)
+	cc := cause
+	c.rd.Work = append(c.rd.Work, Work{ID: id, Op: Cancel, Kind: p.kind, Cause: &cc})
+}
+
+// emit appends an event. Its time is the time of the input being stepped.
+func (c *Core) emit(kind vocab.EventKind, payload any) {
+	c.seq++
+	ev := vocab.Event{ID: vocab.EventID(c.cfg.Session, c.seq), Session: c.cfg.Session, Seq: c.seq, At: c.now, Kind: kind, Payload: payload}
+	if c.inTurn {
+		ev.Turn, ev.Step = c.turnNo, c.step
+	}
+	c.rd.Events = append(c.rd.Events, ev)
+}
+
+func (c *Core) result(r Result) { c.rd.Results = append(c.rd.Results, r) }
+
+func (c *Core) ack(in vocab.Input) {
+	if in.ID != "" {
+		c.result(Result{Kind: Accepted, Input: in.ID})
+	}
+}
+
+// bug records a refusal by a machine of an event the core itself made:
+// never expected, never silent.
+func (c *Core) bug(err error) {
+	if err != nil {
+		c.emit(vocab.EventError, vocab.ErrorPayload{Code: vocab.CodeOf(err), Message: err.Error()})
+	}
+}

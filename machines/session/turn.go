@@ -1,0 +1,384 @@
+package session
+
+import (
+	"slices"
+
+	"github.com/loopchart/loopchart/machines/agent"
+	"github.com/loopchart/loopchart/machines/chart"
+	"github.com/loopchart/loopchart/machines/tool"
+	"github.com/loopchart/loopchart/machines/turn"
+	"github.com/loopchart/loopchart/vocab"
+)
+
+func (c *Core) turnEffect(eff chart.Effect) {
+	switch f := eff.(type) {
+	case turn.RunGate:
+		c.runGate(f)
+	case turn.StartRequest:
+		c.startRequest(f)
+	case turn.CancelRequest:
+		c.cancelRequest(f.Cause)
+	case turn.CommitReply:
+		c.commitReply(f)
+	case turn.RetryScheduled:
+		c.emit(vocab.EventRetry, vocab.RetryPayload{FailedAttempt: f.FailedAttempt, NextAttempt: f.NextAttempt,
+			MaxAttempts: f.MaxAttempts, Delay: f.Delay, Code: f.Code, Message: f.Message})
+	case turn.SpawnTools:
+		c.batch = c.batch[:0]
+		for _, tc := range f.Calls {
+			c.batch = append(c.batch, &call{Call: tc})
+		}
+		c.next = 0
+		c.startNext()
+	case turn.CancelTools:
+		c.cancelTools(f.Cause)
+	case turn.CommitResults:
+		c.commitResults(f.Results)
+	case turn.Drain:
+		c.drain(f)
+	case turn.EndTurn:
+		c.endTurn(f)
+	case chart.StartTimer:
+		c.startTimer("turn", "", f, c.turnNo)
+	case chart.CancelTimer:
+		c.cancelTimer("turn", "", f)
+	}
+}
+
+// ---- the step gate ----
+
+// runGate is the step gate: nothing reaches the model until it says so.
+// It takes the claimed input, lets the will-begin-step hooks see and edit
+// it, and answers the turn with gate.proceed, gate.empty or gate.refuse.
+func (c *Core) runGate(f turn.RunGate) {
+	claimed := c.claim
+	c.claim = nil
+	if !c.cfg.Hooks.WillBeginStep {
+		c.gateDecide(claimed)
+		return
+	}
+	c.start(&pending{kind: WorkHook, hook: vocab.HookWillBeginStep, turn: c.turnNo, claimed: claimed},
+		Work{Hook: vocab.HookWillBeginStep, Info: c.info(f.Step), Messages: cloneMessages(claimed), History: c.History()})
+}
+
+// gateDecide writes the step's claimed input to history and lets the turn
+// proceed; a turn's first step with nothing to say ends it without a
+// model call.
+func (c *Core) gateDecide(claimed []vocab.Message) {
+	if c.turn == nil || !c.m.turn.In(c.turn, turn.Gating) {
+		c.unclaim(claimed, "cancelled")
+		return
+	}
+	first := c.turn.Ctx.Step == 0
+	if len(claimed) == 0 && first && !c.resume && !c.resumable() {
+		c.enqueue(fireReq{kind: reqTurn, ev: turn.GateEmpty{}})
+		return
+	}
+	c.step = c.turn.Ctx.Step + 1
+	c.stepOpen = true
+	c.emit(vocab.EventStepStart, nil)
+	for _, m := range claimed {
+		c.history = append(c.history, m)
+		c.emit(vocab.EventUserMessage, vocab.MessagePayload{Message: m})
+		if m.ID != c.prompt {
+			delete(c.live, m.ID)
+		}
+	}
+	c.enqueue(fireReq{kind: reqTurn, ev: turn.GateProceed{Claimed: len(claimed)}})
+}
+
+// ---- model requests ----
+
+func (c *Core) startRequest(f turn.StartRequest) {
+	req := &vocab.Request{Model: c.cfg.Model, System: c.cfg.System, Messages: slices.Clip(c.history),
+		Tools: c.cfg.Tools, MaxTokens: c.cfg.MaxTokens, Turn: f.Turn, Step: f.Step, Attempt: f.Attempt}
+	c.reply.Reset()
+	c.start(&pending{kind: WorkModel, turn: c.turnNo}, Work{Request: req})
+	c.model = c.workSeq
+}
+
+// cancelRequest cancels the request in flight and writes what was
+// salvaged of its partial reply (text and thinking; tool calls without
+// results are dropped).
+func (c *Core) cancelRequest(cause vocab.CancelCause) {
+	if c.model != 0 {
+		c.cancel(c.model, cause)
+	}
+	partial := c.reply.Message()
+	partial.Parts = slices.DeleteFunc(partial.Parts, func(p vocab.Part) bool { return p.Kind == vocab.PartToolCall })
+	if len(partial.Parts) > 0 {
+		partial.ID = c.derivedID("m", c.model)
+		partial.Source = vocab.SourceSalvaged
+		c.history = append(c.history, partial)
+		c.emit(vocab.EventAssistant, vocab.MessagePayload{Message: partial})
+	}
+	if c.reply.open {
+		c.emit(vocab.EventMessageEnd, vocab.MessagePayload{Message: partial})
+	}
+	c.reply.Reset()
+	c.model = 0
+}
+
+// commitReply writes the reply to history; its usage is recorded before
+// any tool of the step runs.
+func (c *Core) commitReply(f turn.CommitReply) {
+	if !c.reply.open {
+		c.emit(vocab.EventMessageStart, vocab.MessagePayload{Message: vocab.Message{Role: vocab.RoleAssistant}})
+	}
+	c.emit(vocab.EventUsage, vocab.UsagePayload{Usage: f.Usage})
+	c.history = append(c.history, f.Reply)
+	c.lastFinish = f.Finish
+	c.emit(vocab.EventMessageEnd, vocab.MessagePayload{Message: f.Reply})
+	c.emit(vocab.EventAssistant, vocab.MessagePayload{Message: f.Reply})
+	c.reply.Reset()
+}
+
+// ---- tools: the batch scheduler (sequential: one call at a time, in the
+// model's order) ----
+
+// startNext makes the tool machine of the batch's next call; it launches
+// itself once its before-hooks let it (see toolEffect).
+func (c *Core) startNext() {
+	if c.next >= len(c.batch) {
+		return
+	}
+	cl := c.batch[c.next]
+	c.next++
+	c.enqueue(fireReq{kind: reqNewTool, call: cl})
+}
+
+// continueBatch runs after a call's outcome reached the turn.
+func (c *Core) continueBatch(stopBatch bool) {
+	if c.turn == nil || !c.m.turn.In(c.turn, turn.Running) {
+		return
+	}
+	if stopBatch {
+		for _, cl := range c.batch[c.next:] {
+			cl.skip = true
+		}
+		for c.next < len(c.batch) {
+			c.startNext()
+		}
+		return
+	}
+	c.startNext()
+}
+
+// launch starts a call's execution: exec.started on its machine (refused
+// when it was aborted first: then it never runs), then the work.
+func (c *Core) launch(cl *call) {
+	if cl.inst == nil || c.m.tool.IsFinal(cl.inst) || !slices.Contains(c.batch, cl) {
+		return
+	}
+	c.out.Reset()
+	if err := c.m.tool.Fire(cl.inst, tool.ExecStarted{}, &c.out); err != nil {
+		return
+	}
+	c.settle(fireReq{kind: reqTool, call: cl})
+	tc := cl.inst.Ctx.Call
+	c.emit(vocab.EventToolExecutionStart, vocab.ToolPayload{Call: tc})
+	c.start(&pending{kind: WorkTool, turn: c.turnNo}, Work{Call: &tc})
+	cl.work = c.workSeq
+	c.enqueue(fireReq{kind: reqTurn, ev: turn.ToolStarted{CallID: cl.Call.ID}})
+}
+
+func (c *Core) toolEffect(cl *call, eff chart.Effect) {
+	switch f := eff.(type) {
+	case tool.RunBefore:
+		switch {
+		case cl.abort != nil:
+			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: *cl.abort}})
+		case cl.skip:
+			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.BeforeDeny{Result: &vocab.ToolResult{
+				Content: "Tool skipped because a previous tool call stopped the batch.", IsError: true, Code: vocab.CodeToolDenied}}})
+		default:
+			// No before-hook slot exists yet: the call proceeds as is.
+			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.BeforeProceed{}})
+		}
+	case tool.Execute:
+		c.enqueue(fireReq{kind: reqLaunch, call: cl})
+	case tool.Progress:
+		c.emit(vocab.EventToolExecutionUpdate, vocab.ToolPayload{Call: cl.Call, Update: f.Text})
+	case tool.CancelExecution:
+		if cl.work != 0 {
+			// The call is told to stop and keeps its grace: its result
+			// still lands if it comes in time.
+			cause := f.Cause
+			c.rd.Work = append(c.rd.Work, Work{ID: cl.work, Op: Cancel, Kind: WorkTool, Cause: &cause})
+		}
+	case tool.RunAfter:
+		// No after-hook slot exists yet: the result stands.
+		c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.AfterDone{Result: f.Result}})
+	case tool.Outcome:
+		if cl.work != 0 {
+			c.drop(cl.work) // a result that comes after the outcome is stale
+			cl.work = 0
+		}
+		res := f.Result
+		c.emit(vocab.EventToolExecutionEnd, vocab.ToolPayload{Call: cl.Call, Result: &res})
+		c.enqueue(fireReq{kind: reqTurn, ev: turn.ToolOutcome{Result: res}})
+		c.enqueue(fireReq{kind: reqContinueBatch, stopBatch: res.StopBatchAfterThis})
+	case chart.StartTimer:
+		c.startTimer("tool", cl.Call.ID, f, c.turnNo)
+	case chart.CancelTimer:
+		c.cancelTimer("tool", cl.Call.ID, f)
+	}
+}
+
+// cancelTools aborts every call of the batch: started ones get their
+// grace, the rest end "aborted before execution".
+func (c *Core) cancelTools(cause vocab.CancelCause) {
+	for i, cl := range c.batch {
+		switch {
+		case cl.inst != nil:
+			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
+		case i < c.next:
+			cl.abort = &cause // its machine is about to be made
+		default:
+			cl.abort = &cause
+			c.enqueue(fireReq{kind: reqNewTool, call: cl})
+		}
+	}
+	c.next = len(c.batch)
+}
+
+// commitResults writes the batch's results to history in the model's
+// order and ends the batch.
+func (c *Core) commitResults(results []vocab.ToolResult) {
+	for _, res := range results {
+		m := vocab.ToolMessage(res)
+		m.ID = vocab.ID(string(c.cfg.Session) + "-r-" + res.CallID)
+		c.history = append(c.history, m)
+		r := res
+		c.emit(vocab.EventToolResult, vocab.ToolPayload{Call: vocab.ToolCall{ID: res.CallID, Name: res.Name}, Result: &r})
+		if res.StopTurn && c.stopReason == "" {
+			c.stopReason = res.StopReason
+		}
+	}
+	c.endBatch()
+}
+
+// endBatch forgets the batch; work of its calls still running (past their
+// grace) is cancelled and their results will be stale.
+func (c *Core) endBatch() {
+	for _, cl := range c.batch {
+		if cl.work != 0 {
+			c.cancel(cl.work, vocab.CancelCause{Kind: vocab.CancelUser})
+			cl.work = 0
+		}
+	}
+	for i := 0; i < len(c.work); {
+		if p := c.work[i]; p.kind == WorkTimer && p.machine == "tool" {
+			c.cancel(p.id, vocab.CancelCause{})
+			continue
+		}
+		i++
+	}
+	clear(c.batch)
+	c.batch, c.next = c.batch[:0], 0
+}
+
+// ---- the drain ----
+
+// drain runs after each step: step/end, then the did-finish-step hooks,
+// then (a concluded turn with nothing queued) the turn-stopping
+// listeners, then the claim of queued input — unless the turn is about to
+// stop, in which case the input stays queued for the next turn.
+func (c *Core) drain(f turn.Drain) {
+	c.endStep(c.lastFinish)
+	c.concluded = f.Concluded
+	if c.cfg.Hooks.DidFinishStep {
+		c.start(&pending{kind: WorkHook, hook: vocab.HookDidFinishStep, turn: c.turnNo},
+			Work{Hook: vocab.HookDidFinishStep, Info: c.info(f.Step), History: c.History()})
+		return
+	}
+	c.drainStopping()
+}
+
+func (c *Core) stopping() bool {
+	return c.turn != nil && (c.turn.Ctx.Paused || c.turn.Ctx.Stopped)
+}
+
+func (c *Core) drainStopping() {
+	if c.turn == nil || !c.m.turn.In(c.turn, turn.Draining) {
+		return
+	}
+	if c.cfg.Hooks.TurnStopping && c.concluded && !c.stopping() && len(c.agent.Ctx.NextStep) == 0 {
+		c.start(&pending{kind: WorkHook, hook: vocab.HookTurnStopping, turn: c.turnNo},
+			Work{Hook: vocab.HookTurnStopping, Info: c.info(c.step), History: c.History()})
+		return
+	}
+	c.drainFinish()
+}
+
+func (c *Core) drainFinish() {
+	if c.turn == nil || !c.m.turn.In(c.turn, turn.Draining) {
+		return
+	}
+	if c.stopping() {
+		c.enqueue(fireReq{kind: reqTurn, ev: turn.Drained{}})
+		return
+	}
+	c.enqueue(fireReq{kind: reqAgent, ev: agent.Drain{}})
+}
+
+// endStep closes the open step with finish.
+func (c *Core) endStep(finish vocab.FinishReason) {
+	if !c.stepOpen {
+		return
+	}
+	c.stepOpen = false
+	c.emit(vocab.EventStepEnd, vocab.StepEndPayload{Finish: finish})
+}
+
+// endTurn closes the turn: its open step, turn/end, the prompt's result,
+// the turn's work; then the agent moves on.
+func (c *Core) endTurn(f turn.EndTurn) {
+	switch {
+	case f.End.Kind == vocab.EndError && c.lastFinish == "":
+		c.endStep(vocab.FinishError)
+	case f.End.Kind == vocab.EndAborted || c.lastFinish == "":
+		c.endStep(vocab.FinishInterrupted)
+	default:
+		c.endStep(c.lastFinish)
+	}
+	c.emit(vocab.EventTurnEnd, vocab.TurnEndPayload{Reason: f.End, Steps: f.Steps})
+	if c.prompt != "" {
+		c.resolve(c.prompt, c.promptResult(f))
+	}
+	for i := 0; i < len(c.work); {
+		if p := c.work[i]; p.turn == c.turnNo && p.turn != 0 {
+			if p.kind == WorkHook && p.hook == vocab.HookWillBeginStep {
+				c.unclaim(p.claimed, "cancelled")
+			}
+			cause := vocab.CancelCause{Kind: vocab.CancelUser}
+			if f.End.Cause != nil {
+				cause = *f.End.Cause
+			}
+			c.cancel(p.id, cause)
+			continue
+		}
+		i++
+	}
+	c.endBatch()
+	c.unclaim(c.claim, "cancelled")
+	c.claim = nil
+	if c.model != 0 {
+		c.model = 0
+	}
+	c.reply.Reset()
+	c.turn, c.prompt, c.step, c.inTurn = nil, "", 0, false
+	c.enqueue(fireReq{kind: reqAgent, ev: agent.TurnEnded{End: f.End}})
+}
+
+func (c *Core) promptResult(f turn.EndTurn) vocab.PromptResult {
+	switch f.End.Kind {
+	case vocab.EndCompleted, vocab.EndMaxTokens:
+		return vocab.PromptResult{Kind: vocab.PromptCompleted, Steps: f.Steps, Truncated: f.End.Kind == vocab.EndMaxTokens, StopReason: c.stopReason}
+	case vocab.EndBlocked:
+		return vocab.PromptResult{Kind: vocab.PromptBlocked, Steps: f.Steps, Detail: "refused by the step gate"}
+	case vocab.EndAborted:
+		return vocab.PromptResult{Kind: vocab.PromptCancelled, Steps: f.Steps, Reason: f.End.Cause}
+	}
+	return vocab.PromptResult{Kind: vocab.PromptFailed, Steps: f.Steps, Err: &vocab.Error{Code: f.End.Code, Message: f.End.Message}}
+}

@@ -1,0 +1,165 @@
+package vocab
+
+import (
+	"strconv"
+	"time"
+)
+
+// InputKind names an input to a session core: something a caller asked for
+// or the result of work the core asked for. Every accepted input is logged
+// as an event of kind "input/" + InputKind carrying the Input whole, so a
+// log can be folded (re-fed to a fresh core) and verified.
+type InputKind string
+
+// Caller inputs.
+const (
+	InSubmit           InputKind = "submit"
+	InSteer            InputKind = "steer"
+	InInject           InputKind = "inject"
+	InNotify           InputKind = "notify"
+	InRemind           InputKind = "remind"
+	InWithdraw         InputKind = "withdraw"
+	InCancel           InputKind = "cancel"
+	InPause            InputKind = "pause"
+	InContinue         InputKind = "continue"
+	InMaintenanceStart InputKind = "maintenance.start"
+	InMaintenanceDone  InputKind = "maintenance.done"
+	InClose            InputKind = "close"
+)
+
+// Results of work.
+const (
+	// InModelParts carries streamed parts of the reply of model work Work,
+	// merged: any number of deltas in one input.
+	InModelParts InputKind = "model.parts"
+	// InModelDone carries the whole reply of model work Work.
+	InModelDone InputKind = "model.done"
+	// InModelFailed carries the failure of model work Work and the jitter
+	// for its backoff.
+	InModelFailed InputKind = "model.failed"
+	// InToolUpdate carries a progress report of tool work Work.
+	InToolUpdate InputKind = "tool.update"
+	// InToolDone carries the result of tool work Work.
+	InToolDone InputKind = "tool.done"
+	// InHookDone carries the verdict of hook work Work.
+	InHookDone InputKind = "hook.done"
+	// InTimerFired: timer work Work reached its deadline.
+	InTimerFired InputKind = "timer.fired"
+	// InStopped: every piece of work of a closing session has ended, or
+	// the close deadline passed; Stuck lists the work that ignored its
+	// cancellation.
+	InStopped InputKind = "stopped"
+)
+
+// Input is one input to a session core, with all of its data: replaying
+// the same inputs on a fresh core gives the same events. Only the fields
+// of its kind are set.
+type Input struct {
+	Kind InputKind `json:"kind"`
+	// At is when the input happened; the core never reads a clock.
+	At time.Time `json:"at"`
+	// ID names a caller input (a message input's id is its message's id);
+	// results of work carry the id of the work instead, in Work.
+	ID ID `json:"id,omitempty"`
+	// Work names the work item this input answers (model, tool, hook or
+	// timer work). An input quoting work that is no longer outstanding is
+	// stale: it is dropped with an input/stale event and never applied.
+	Work uint64 `json:"work,omitempty"`
+
+	// Message is the message of submit, steer, inject, notify and remind.
+	Message *Message `json:"message,omitempty"`
+	// Key is a reminder's key.
+	Key string `json:"key,omitempty"`
+	// Bypass lets a notification's step pass the max-steps guard.
+	Bypass bool `json:"bypass,omitempty"`
+	// Target is the id of the queued input a withdraw takes back.
+	Target ID `json:"target,omitempty"`
+	// Cause is a cancel's cause.
+	Cause *CancelCause `json:"cause,omitempty"`
+	// KeepInbox keeps queued input on cancel.
+	KeepInbox bool `json:"keepInbox,omitempty"`
+	// Resume asks continue to pick the conversation up even with nothing
+	// queued (set by the core itself when history ends mid tool chain).
+	Resume bool `json:"resume,omitempty"`
+
+	// Parts are merged stream parts (model.parts).
+	Parts []StreamPart `json:"parts,omitempty"`
+	// Reply is the whole assistant reply (model.done), with Finish and
+	// Usage.
+	Reply  *Message     `json:"reply,omitempty"`
+	Finish FinishReason `json:"finish,omitempty"`
+	Usage  *Usage       `json:"usage,omitempty"`
+	Err    *Error       `json:"error,omitempty"`
+	Jitter float64      `json:"jitter,omitempty"`
+	Result *ToolResult  `json:"result,omitempty"`
+	Text   string       `json:"text,omitempty"`
+	Hook   *HookVerdict `json:"hook,omitempty"`
+	// Stuck lists work that ignored cancellation past the close deadline
+	// (stopped), with what it was.
+	Stuck []StuckWork `json:"stuck,omitempty"`
+}
+
+// StuckWork is work that did not end when a closing session cancelled it.
+type StuckWork struct {
+	Work uint64 `json:"work"`
+	What string `json:"what"`
+}
+
+// EventKind returns the kind of the event that records the input.
+func (in Input) EventKind() EventKind { return EventKind("input/" + string(in.Kind)) }
+
+// String renders the input compactly for logs and test failures.
+func (in Input) String() string {
+	s := string(in.Kind)
+	if in.ID != "" {
+		s += " id=" + string(in.ID)
+	}
+	if in.Work != 0 {
+		s += " work=" + strconv.FormatUint(in.Work, 10)
+	}
+	if in.Message != nil {
+		s += " " + strconv.Quote(in.Message.Text())
+	}
+	return s
+}
+
+// HookName names a hook slot a session core asks its lane to run.
+type HookName string
+
+// Hook slots.
+const (
+	// HookWillBeginStep is the step gate's hook (OnWillBeginStep).
+	HookWillBeginStep HookName = "will-begin-step"
+	// HookDidFinishStep runs after each step (OnDidFinishStep).
+	HookDidFinishStep HookName = "did-finish-step"
+	// HookTurnStopping runs when a turn is about to end with nothing
+	// queued (OnTurnStopping).
+	HookTurnStopping HookName = "turn-stopping"
+	// HookBeforeSubmitPrompt judges a prompt before its turn
+	// (OnBeforeSubmitPrompt).
+	HookBeforeSubmitPrompt HookName = "before-submit-prompt"
+	// HookRequestError is the chain of loop error handlers, consulted when
+	// a model request fails (or returns an empty reply).
+	HookRequestError HookName = "request-error"
+)
+
+// HookVerdict is what a hook chain decided. Only the fields of its hook are
+// meaningful; Err is set when the chain failed (an error or a panic).
+type HookVerdict struct {
+	// Err is the chain's failure, with its code.
+	Err *Error `json:"error,omitempty"`
+	// Refuse rejects the step (will-begin-step), blocks the prompt
+	// (before-submit-prompt) or stops the turn (did-finish-step); Reason
+	// says why.
+	Refuse bool   `json:"refuse,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Messages is the step's claimed input as the will-begin-step chain
+	// left it (it may rewrite or drop messages).
+	Messages []Message `json:"messages,omitempty"`
+	// Rewritten replaces the judged prompt (before-submit-prompt).
+	Rewritten *Message `json:"rewritten,omitempty"`
+	// Retry asks for another request at once with History as the new
+	// history (request-error).
+	Retry   bool      `json:"retry,omitempty"`
+	History []Message `json:"history,omitempty"`
+}
