@@ -2,17 +2,17 @@ package agentsvc
 
 import (
 	"context"
-	"slices"
 
 	"github.com/loopchart/loopchart/adapters/engine"
 	"github.com/loopchart/loopchart/hooks"
 	"github.com/loopchart/loopchart/vocab"
 )
 
-// ErrorHandler handles a failed model request. The first registered handler
-// (in slot order) whose Match returns true decides: Handle may call
-// ErrorContext.Retry to rebuild the history and continue at once; returning
-// without Retry leaves the failure to the retry policy.
+// ErrorHandler handles a failed model request (or an empty reply). The
+// first registered handler (in slot order) whose Match returns true
+// decides: Handle may call ErrorContext.Retry to rebuild the history and
+// continue at once; returning without Retry leaves the failure to the
+// retry policy; an error fails the step's request with that error.
 type ErrorHandler struct {
 	ID     string
 	Match  func(err *vocab.Error) bool
@@ -24,21 +24,26 @@ type ErrorContext struct {
 	StepInfo
 	Attempt int
 	Err     *vocab.Error
-	// History is a copy of the conversation the failed request was built
-	// from.
-	History []vocab.Message
+	// History is the conversation the failed request was built from,
+	// read-only.
+	History vocab.History
 	retry   bool
 	rebuilt []vocab.Message
 }
 
 // Retry asks for another request at once with history (nil: the current
-// history unchanged).
+// history unchanged). The replacement is recorded as a history/replaced
+// event.
 func (c *ErrorContext) Retry(history []vocab.Message) {
 	c.retry = true
 	if history == nil {
-		history = c.History
+		c.rebuilt = c.History.Messages()
+		return
 	}
-	c.rebuilt = slices.Clone(history)
+	c.rebuilt = make([]vocab.Message, len(history))
+	for i, m := range history {
+		c.rebuilt[i] = vocab.CloneMessage(m)
+	}
 }
 
 // RegisterLoopErrorHandler adds h with the ordering rules of hooks
@@ -56,14 +61,14 @@ func (s *Service) RegisterLoopErrorHandler(h ErrorHandler, opts ...hooks.Option)
 	}, opts...)
 }
 
-func (s *Service) requestError(ctx context.Context, f engine.FailureContext) ([]vocab.Message, bool, error) {
-	if s.errors.Len() == 0 {
-		return nil, false, nil
-	}
-	c := &ErrorContext{StepInfo: f.StepInfo, Attempt: f.Attempt, Err: f.Err, History: f.History}
+func (s *Service) requestError(ctx context.Context, call engine.HookCall) vocab.HookVerdict {
+	c := &ErrorContext{StepInfo: StepInfo(call.Info), Attempt: call.Attempt, Err: call.Err, History: call.History}
 	c, err := s.errors.RunWaterfall(ctx, c, nil)
-	if err != nil || c == nil {
-		return nil, false, err
+	if err != nil {
+		return failed(err)
 	}
-	return c.rebuilt, c.retry, nil
+	if c == nil || !c.retry {
+		return vocab.HookVerdict{}
+	}
+	return vocab.HookVerdict{Retry: true, History: c.rebuilt}
 }

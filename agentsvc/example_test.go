@@ -13,12 +13,22 @@ import (
 
 // newExample starts a service on a scripted provider and a virtual clock.
 func newExample(script string) (*agentsvc.Service, *clock.Fake) {
+	return newExampleSink(script, nil)
+}
+
+// newExampleWith is newExample with an event sink.
+func newExampleWith(script string, sink agentsvc.Sink) *agentsvc.Service {
+	svc, _ := newExampleSink(script, sink)
+	return svc
+}
+
+func newExampleSink(script string, sink agentsvc.Sink) (*agentsvc.Service, *clock.Fake) {
 	s, err := scripted.Parse([]byte(script), "example")
 	if err != nil {
 		panic(err)
 	}
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	svc, err := agentsvc.New(agentsvc.Options{Provider: scripted.New(s, clk), Clock: clk, IDs: &vocab.SeqSource{}})
+	svc, err := agentsvc.New(agentsvc.Options{Provider: scripted.New(s, clk), Clock: clk, IDs: &vocab.SeqSource{}, Sink: sink})
 	if err != nil {
 		panic(err)
 	}
@@ -42,8 +52,8 @@ func ExampleService_Submit() {
 	// Output: completed{steps=1}
 }
 
-// Events streams every transition and domain event of the session; with
-// replay, the events already logged come first.
+// Events streams every transition and domain event of the session, from
+// the first (from = 0), then live ones.
 func ExampleService_Events() {
 	svc, _ := newExample(`{"steps": [{"parts": [{"text": "Hello!"}]}]}`)
 	defer svc.Close(context.Background())
@@ -53,7 +63,10 @@ func ExampleService_Events() {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for ev := range svc.Events(ctx, 0, true) {
+	for ev, err := range svc.Events(ctx, 0) {
+		if err != nil {
+			panic(err) // the reader fell behind, or ctx ended
+		}
 		switch p := ev.Payload.(type) {
 		case vocab.TransitionPayload:
 			if p.Machine == "turn" {

@@ -13,7 +13,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/loopchart/loopchart/adapters/clock"
-	"github.com/loopchart/loopchart/adapters/engine"
+	"github.com/loopchart/loopchart/adapters/eventlog"
 	"github.com/loopchart/loopchart/adapters/llm/scripted"
 	"github.com/loopchart/loopchart/adapters/tools"
 	"github.com/loopchart/loopchart/agentsvc"
@@ -39,7 +39,7 @@ type scenario struct {
 	script  *scripted.Script
 	clk     *clock.Fake
 	svc     *agentsvc.Service
-	log     *engine.MemoryLog
+	log     *eventlog.Memory
 	seen    int
 	prompts []*agentsvc.Prompt
 	texts   []string
@@ -90,9 +90,9 @@ func (s *scenario) start(d *datadriven.TestData) {
 		d.Fatalf(s.t, "start before script")
 	}
 	s.clk = clock.NewFake(epoch)
-	s.log = engine.NewMemoryLog()
+	s.log = eventlog.NewMemory()
 	opt := agentsvc.Options{Provider: scripted.New(s.script, s.clk), Tools: testTools(s.clk), Clock: s.clk,
-		IDs: &vocab.SeqSource{}, Log: s.log, Jitter: func() float64 { return 0 }}
+		IDs: &vocab.SeqSource{}, Sink: s.log, Jitter: func() float64 { return 0 }}
 	var hooksToAdd []func(*agentsvc.Service)
 	for _, a := range d.CmdArgs {
 		v := strings.Join(a.Vals, ",")
@@ -176,7 +176,7 @@ func (s *scenario) start(d *datadriven.TestData) {
 					Match: func(err *vocab.Error) bool { return string(err.Code) == v && !used },
 					Handle: func(ctx context.Context, c *agentsvc.ErrorContext) error {
 						used = true
-						h := append(c.History, vocab.UserText("(history rebuilt after "+string(c.Err.Code)+")"))
+						h := append(c.History.Messages(), vocab.UserText("(history rebuilt after "+string(c.Err.Code)+")"))
 						c.Retry(h)
 						return nil
 					}})
@@ -196,9 +196,20 @@ func (s *scenario) start(d *datadriven.TestData) {
 	s.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		// Work that ignores cancellation (the stubborn tool) ends when
+		// virtual time passes: keep the clock moving while closing.
+		moved := make(chan struct{})
+		go func() {
+			defer close(moved)
+			for s.clk.WaitForPending(ctx, 1) == nil {
+				s.clk.Advance(time.Second)
+			}
+		}()
 		if err := svc.Close(ctx); err != nil {
 			s.t.Errorf("close: %v", err)
 		}
+		cancel()
+		<-moved
 	})
 }
 
@@ -207,12 +218,12 @@ func (s *scenario) start(d *datadriven.TestData) {
 func (s *scenario) settle() {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st := s.svc.Engine().Stats()
-		if st.Inflight == 0 && st.Workers == s.clk.Pending()-st.Timers {
+		st := agentsvc.LaneStats(s.svc)
+		if !st.Driving && st.Queued == 0 && st.Workers == s.clk.Pending() {
 			// Check twice: a worker may have been between two counters.
 			runtime.Gosched()
-			st2 := s.svc.Engine().Stats()
-			if st2 == st && st.Workers == s.clk.Pending()-st.Timers {
+			st2 := agentsvc.LaneStats(s.svc)
+			if st2 == st && st.Workers == s.clk.Pending() {
 				return
 			}
 		}

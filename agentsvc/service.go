@@ -5,27 +5,47 @@
 //
 // The step gate runs before every model request: stop flags, the optional
 // max-steps guard, queued input consumed, OnWillBeginStep hooks run — only
-// then is the request built from the current history and tools. Three
-// ordered hook slots (OnWillBeginStep, OnDidFinishStep,
-// OnBeforeSubmitPrompt), turn-stopping listeners and loop error handlers
-// are the extension points. Each submitted prompt ends as a value:
-// completed, failed, cancelled or blocked.
+// then is the request built from the current history and tools. Ordered
+// hook slots (OnWillBeginStep, OnDidFinishStep, OnBeforeSubmitPrompt),
+// turn-stopping listeners and loop error handlers are the extension
+// points. Each submitted prompt ends as a value: completed, failed,
+// cancelled or blocked.
+//
+// Re-entrancy: tools and hooks run on goroutines of their own and may call
+// any input method of their own session (Steer, Inject, Cancel…). A tool
+// or hook that calls a method that waits for the session (Close, WhenIdle)
+// with the context it was given gets an error with code agent.reentrant
+// instead of waiting for itself forever.
 package agentsvc
 
 import (
 	"context"
+	"encoding/json"
 	"iter"
 	"log/slog"
 	"time"
 
 	"github.com/loopchart/loopchart/adapters/clock"
 	"github.com/loopchart/loopchart/adapters/engine"
+	"github.com/loopchart/loopchart/adapters/eventlog"
 	"github.com/loopchart/loopchart/adapters/tools"
 	"github.com/loopchart/loopchart/hooks"
 	"github.com/loopchart/loopchart/vocab"
 )
 
-// Options configure a service. Provider is required.
+// Sink makes a session's events durable. Append gets the events of each
+// batch in order, with gapless sequence numbers; the session starts no
+// work caused by them before Append returns nil. It must copy what it
+// keeps. A non-nil error stops the session (agent.append_failed): it can
+// then only be reopened from its log. A Sink that can also read its events
+// back (a method Since(ctx, from) iter.Seq2[vocab.Event, error]) serves
+// Events replays older than the in-memory window.
+type Sink interface {
+	Append(ctx context.Context, batch []vocab.Event) error
+}
+
+// Options configure a service. Provider is required; every limit has a
+// default, and a negative limit is an error.
 type Options struct {
 	Provider vocab.Provider
 	Tools    []vocab.Tool
@@ -34,8 +54,11 @@ type Options struct {
 	Clock clock.Clock
 	// IDs makes ids; ULIDs when nil.
 	IDs vocab.IDSource
-	// Log keeps every event; a new in-memory log when nil.
-	Log    *engine.MemoryLog
+	// Sink keeps every event; an in-memory log when nil.
+	Sink Sink
+	// Window is how many recent events stay in memory for Events; 0 means
+	// 1024.
+	Window int
 	Logger *slog.Logger
 	// Jitter draws the retry jitter in [0, 1); math/rand when nil.
 	Jitter func() float64
@@ -51,17 +74,21 @@ type Options struct {
 	AbortGrace time.Duration
 	// HardStop after a cancel; 0 means 10 s.
 	HardStop time.Duration
+	// StreamFlush is the least time between two streamed-part inputs of a
+	// reply; 0 means none (parts are merged only while the session is
+	// busy).
+	StreamFlush time.Duration
 }
 
 // Service is an AgentLoopService: one agent session. All methods are safe
 // for concurrent use.
 type Service struct {
 	eng *engine.Engine
-	log *engine.MemoryLog
 
 	// OnWillBeginStep runs in the step gate before every model request. A
-	// handler may rewrite the step's claimed messages or reject the step
-	// (the turn ends blocked); an error fails the turn with hook.failed.
+	// handler may rewrite or drop the step's claimed messages or reject
+	// the step (the turn ends blocked); an error fails the turn with
+	// hook.failed.
 	OnWillBeginStep *hooks.Slot[*StepContext]
 	// OnDidFinishStep runs after every step; a handler may set StopTurn.
 	OnDidFinishStep *hooks.Slot[*StepEndContext]
@@ -72,21 +99,40 @@ type Service struct {
 	// nothing queued. A listener keeps the turn alive only by steering input
 	// in (Service.Steer); whether the turn goes on is then decided by the
 	// queue, re-checked after all listeners ran, so registration order
-	// cannot change the outcome.
+	// cannot change the outcome. A listener's error is logged (hook/failed).
 	OnTurnStopping *hooks.SerialSlot[StepInfo, struct{}]
 
 	errors *hooks.Slot[*ErrorContext]
 }
 
 // StepInfo locates a step.
-type StepInfo = engine.StepInfo
+type StepInfo struct {
+	Session vocab.ID
+	Turn    int
+	Step    int
+	// First is set on the turn's first step.
+	First bool
+}
 
-// StepContext is what OnWillBeginStep handlers see.
-type StepContext = engine.GateContext
+// StepContext is what OnWillBeginStep handlers see and may change.
+type StepContext struct {
+	StepInfo
+	// Claimed are the input messages about to be written to history: a
+	// handler may edit, drop or add messages.
+	Claimed []vocab.Message
+	// History is the conversation so far, read-only.
+	History vocab.History
+	// Reject refuses the step: the turn ends blocked.
+	Reject bool
+	// Reason explains a rejection.
+	Reason string
+}
 
 // StepEndContext is what OnDidFinishStep handlers see and may change.
 type StepEndContext struct {
 	StepInfo
+	// History is the conversation so far, read-only.
+	History vocab.History
 	// StopTurn ends the turn after this step; Reason explains it.
 	StopTurn bool
 	Reason   string
@@ -100,34 +146,36 @@ type PromptContext struct {
 	Reason string
 }
 
-// New starts a service.
+// New starts a service. It starts no goroutine: a session runs on the
+// goroutines of its callers and of the work it starts.
 func New(opt Options) (*Service, error) {
 	reg, err := tools.NewRegistry(opt.Tools...)
 	if err != nil {
 		return nil, err
 	}
-	if opt.Log == nil {
-		opt.Log = engine.NewMemoryLog()
-	}
 	s := &Service{
-		log:                  opt.Log,
 		OnWillBeginStep:      hooks.NewSlot[*StepContext]("OnWillBeginStep"),
 		OnDidFinishStep:      hooks.NewSlot[*StepEndContext]("OnDidFinishStep"),
 		OnBeforeSubmitPrompt: hooks.NewSlot[*PromptContext]("OnBeforeSubmitPrompt"),
 		OnTurnStopping:       hooks.NewSerialSlot[StepInfo, struct{}]("OnTurnStopping"),
 		errors:               hooks.NewSlot[*ErrorContext]("LoopErrorHandlers"),
 	}
+	var sink eventlog.Sink
+	if opt.Sink != nil {
+		sink = opt.Sink
+	}
 	s.eng, err = engine.New(engine.Options{
-		Provider: opt.Provider, Tools: reg, Clock: opt.Clock, IDs: opt.IDs, Sink: opt.Log, Logger: opt.Logger,
-		Jitter: opt.Jitter, System: opt.System, Model: opt.Model, MaxTokens: opt.MaxTokens,
+		Provider: opt.Provider, Tools: reg, Clock: opt.Clock, IDs: opt.IDs, Sink: sink, Window: opt.Window, Logger: opt.Logger,
+		Jitter: opt.Jitter, System: opt.System, Model: opt.Model, MaxTokens: opt.MaxTokens, StreamFlush: opt.StreamFlush,
 		MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop,
-		Hooks: engine.Hooks{
-			WillBeginStep:      s.willBeginStep,
-			DidFinishStep:      s.didFinishStep,
-			TurnStopping:       s.turnStopping,
-			BeforeSubmitPrompt: s.beforeSubmitPrompt,
-			RequestError:       s.requestError,
+		Hooks: map[vocab.HookName]engine.HookFunc{
+			vocab.HookWillBeginStep:      s.willBeginStep,
+			vocab.HookDidFinishStep:      s.didFinishStep,
+			vocab.HookTurnStopping:       s.turnStopping,
+			vocab.HookBeforeSubmitPrompt: s.beforeSubmitPrompt,
+			vocab.HookRequestError:       s.requestError,
 		},
+		Slots: s.slots,
 	})
 	if err != nil {
 		return nil, err
@@ -135,49 +183,81 @@ func New(opt Options) (*Service, error) {
 	return s, nil
 }
 
-func (s *Service) willBeginStep(ctx context.Context, g *engine.GateContext) error {
-	if s.OnWillBeginStep.Len() == 0 {
-		return nil
+// slots lists the hook slots that have handlers now.
+func (s *Service) slots() []vocab.HookName {
+	var out []vocab.HookName
+	if s.OnWillBeginStep.Len() > 0 {
+		out = append(out, vocab.HookWillBeginStep)
 	}
-	_, err := s.OnWillBeginStep.RunWaterfall(ctx, g, nil)
-	return err
-}
-
-func (s *Service) didFinishStep(ctx context.Context, info engine.StepInfo) (bool, string, error) {
-	if s.OnDidFinishStep.Len() == 0 {
-		return false, "", nil
+	if s.OnDidFinishStep.Len() > 0 {
+		out = append(out, vocab.HookDidFinishStep)
 	}
-	c, err := s.OnDidFinishStep.RunWaterfall(ctx, &StepEndContext{StepInfo: info}, nil)
-	if c == nil {
-		return false, "", err
-	}
-	return c.StopTurn, c.Reason, err
-}
-
-func (s *Service) turnStopping(ctx context.Context, info engine.StepInfo) {
 	if s.OnTurnStopping.Len() > 0 {
-		_, _ = s.OnTurnStopping.RunSerial(ctx, info)
+		out = append(out, vocab.HookTurnStopping)
 	}
+	if s.OnBeforeSubmitPrompt.Len() > 0 {
+		out = append(out, vocab.HookBeforeSubmitPrompt)
+	}
+	if s.errors.Len() > 0 {
+		out = append(out, vocab.HookRequestError)
+	}
+	return out
 }
 
-func (s *Service) beforeSubmitPrompt(ctx context.Context, p vocab.Message) (bool, string, *vocab.Message, error) {
-	if s.OnBeforeSubmitPrompt.Len() == 0 {
-		return false, "", nil, nil
+func failed(err error) vocab.HookVerdict {
+	e := vocab.AsError(err)
+	if e.Code == vocab.CodeTransport || e.Code == vocab.CodeInternal {
+		e = &vocab.Error{Code: vocab.CodeHook, Message: err.Error(), Cause: err}
 	}
-	c, err := s.OnBeforeSubmitPrompt.RunWaterfall(ctx, &PromptContext{Prompt: p}, nil)
-	if err != nil || c == nil {
-		return true, "error", nil, err
+	return vocab.HookVerdict{Err: e}
+}
+
+func (s *Service) willBeginStep(ctx context.Context, call engine.HookCall) vocab.HookVerdict {
+	c, err := s.OnWillBeginStep.RunWaterfall(ctx, &StepContext{StepInfo: StepInfo(call.Info), Claimed: call.Messages, History: call.History}, nil)
+	if err != nil {
+		return failed(err)
+	}
+	if c == nil {
+		return vocab.HookVerdict{Messages: call.Messages}
+	}
+	return vocab.HookVerdict{Refuse: c.Reject, Reason: c.Reason, Messages: c.Claimed}
+}
+
+func (s *Service) didFinishStep(ctx context.Context, call engine.HookCall) vocab.HookVerdict {
+	c, err := s.OnDidFinishStep.RunWaterfall(ctx, &StepEndContext{StepInfo: StepInfo(call.Info), History: call.History}, nil)
+	if err != nil {
+		return failed(err)
+	}
+	if c == nil {
+		return vocab.HookVerdict{}
+	}
+	return vocab.HookVerdict{Refuse: c.StopTurn, Reason: c.Reason}
+}
+
+func (s *Service) turnStopping(ctx context.Context, call engine.HookCall) vocab.HookVerdict {
+	if _, err := s.OnTurnStopping.RunSerial(ctx, StepInfo(call.Info)); err != nil {
+		return failed(err)
+	}
+	return vocab.HookVerdict{}
+}
+
+func (s *Service) beforeSubmitPrompt(ctx context.Context, call engine.HookCall) vocab.HookVerdict {
+	p := vocab.CloneMessage(*call.Prompt)
+	c, err := s.OnBeforeSubmitPrompt.RunWaterfall(ctx, &PromptContext{Prompt: vocab.CloneMessage(p)}, nil)
+	if err != nil {
+		return failed(err)
+	}
+	if c == nil {
+		return vocab.HookVerdict{}
 	}
 	if c.Block {
-		return true, c.Reason, nil, nil
+		return vocab.HookVerdict{Refuse: true, Reason: c.Reason}
 	}
-	var rewritten *vocab.Message
 	if c.Prompt.Text() != p.Text() || len(c.Prompt.Parts) != len(p.Parts) {
 		m := c.Prompt
-		m.ID = p.ID
-		rewritten = &m
+		return vocab.HookVerdict{Rewritten: &m}
 	}
-	return false, "", rewritten, nil
+	return vocab.HookVerdict{}
 }
 
 // ---- inputs ----
@@ -188,14 +268,19 @@ type Prompt struct {
 	p  *engine.Pending
 }
 
-// Wait blocks until the prompt's turn ends (or it is cancelled or blocked
-// before it starts).
-func (p *Prompt) Wait(ctx context.Context) (vocab.PromptResult, error) {
-	return p.p.Wait(ctx)
-}
+// Wait blocks until the prompt's turn ends (or it is cancelled, withdrawn
+// or blocked before it starts). The error is ctx's cause, or the reason the
+// session stopped (its log refused events).
+func (p *Prompt) Wait(ctx context.Context) (vocab.PromptResult, error) { return p.p.Wait(ctx) }
+
+// Done is closed when the prompt has ended.
+func (p *Prompt) Done() <-chan struct{} { return p.p.Done() }
 
 // Submit queues a prompt for its own turn (the next-turn queue: a prompt
-// submitted while a turn runs is a follow-up) and wakes the agent.
+// submitted while a turn runs is a follow-up) and wakes the agent. It
+// returns once the prompt is recorded. The message is copied; an id
+// already queued or running is refused with input.duplicate_id, a role
+// other than user with input.bad.
 func (s *Service) Submit(msg vocab.Message) (*Prompt, error) {
 	p, err := s.eng.Submit(msg)
 	if err != nil {
@@ -214,6 +299,12 @@ func (s *Service) Steer(msg vocab.Message) (vocab.ID, error) { return s.eng.Stee
 // Inject queues input for the next step without waking the agent.
 func (s *Service) Inject(msg vocab.Message) (vocab.ID, error) { return s.eng.Inject(msg) }
 
+// Withdraw takes a queued input (prompt, steer, injected message,
+// notification or reminder) back. It reports false when the input was
+// already claimed by a step, or is unknown. A withdrawn prompt ends
+// cancelled.
+func (s *Service) Withdraw(id vocab.ID) (bool, error) { return s.eng.Withdraw(id) }
+
 // NotifyOptions tune Notify.
 type NotifyOptions struct {
 	// BypassMaxSteps lets the step the notification starts pass the
@@ -224,12 +315,12 @@ type NotifyOptions struct {
 // Notification is a queued notification.
 type Notification struct {
 	ID  vocab.ID
-	eng *engine.Engine
+	svc *Service
 }
 
 // Drop withdraws the notification if no step has claimed it yet; it
 // reports whether it did.
-func (n *Notification) Drop() (bool, error) { return n.eng.Drop(n.ID) }
+func (n *Notification) Drop() (bool, error) { return n.svc.Withdraw(n.ID) }
 
 // Notify queues a notification for the next step and wakes the agent. The
 // returned handle can drop it while it is still queued.
@@ -238,7 +329,7 @@ func (s *Service) Notify(msg vocab.Message, opt NotifyOptions) (*Notification, e
 	if err != nil {
 		return nil, err
 	}
-	return &Notification{ID: id, eng: s.eng}, nil
+	return &Notification{ID: id, svc: s}, nil
 }
 
 // Remind queues a reminder under key; a queued reminder with the same key
@@ -253,17 +344,18 @@ type CancelOptions struct {
 	KeepInbox bool
 }
 
-// Cancel aborts the running turn (or maintenance job) with cause; a no-op
-// beyond clearing the inbox when idle.
+// Cancel aborts the running turn (or the prompt being judged, or the
+// maintenance job) with cause; a no-op beyond clearing the inbox when idle.
 func (s *Service) Cancel(cause vocab.CancelCause, opt CancelOptions) error {
 	return s.eng.Cancel(cause, opt.KeepInbox)
 }
 
 // Pause stops the agent from starting turns; a running turn ends at its
-// next drain.
+// next drain, and queued input stays queued.
 func (s *Service) Pause() error { return s.eng.Pause() }
 
-// Continue undoes Pause and serves queued work.
+// Continue undoes Pause and serves queued work; a conversation paused
+// while the model owed a reply (history ending with tool results) resumes.
 func (s *Service) Continue() error { return s.eng.Continue() }
 
 // RunMaintenance runs job (compaction and the like) while the agent is idle;
@@ -273,34 +365,71 @@ func (s *Service) RunMaintenance(ctx context.Context, job func(ctx context.Conte
 	return s.eng.RunMaintenance(ctx, job)
 }
 
-// WhenIdle waits until the agent is idle with nothing queued, following
-// hand-offs from one turn to the next.
+// WhenIdle waits until the agent is idle with nothing queued that would
+// wake it, following hand-offs from one turn to the next.
 func (s *Service) WhenIdle(ctx context.Context) error { return s.eng.WhenIdle(ctx) }
 
-// Close cancels what runs with cause disposed and waits until every
-// goroutine of the session has ended.
+// Close cancels what runs with cause disposed and waits until every piece
+// of work of the session has ended, or ctx: then every prompt is resolved,
+// every event stream ended, and the error (code agent.stuck) names the
+// work that ignored its cancellation.
 func (s *Service) Close(ctx context.Context) error { return s.eng.Close(ctx) }
 
-// Snapshot returns a consistent picture of the session.
-func (s *Service) Snapshot(ctx context.Context) (engine.Snapshot, error) { return s.eng.Snapshot(ctx) }
+// Snapshot is a consistent picture of a session.
+type Snapshot struct {
+	Session vocab.ID
+	// Status is "idle" or "running".
+	Status string
+	// Agent and Turn are the machines' leaf states (Turn is "" between
+	// turns).
+	Agent, Turn string
+	// Seq is the sequence number of the last event.
+	Seq     uint64
+	History vocab.History
+	// Core is the session core's versioned snapshot (JSON).
+	Core json.RawMessage
+}
 
-// History returns a copy of the conversation.
-func (s *Service) History(ctx context.Context) ([]vocab.Message, error) { return s.eng.History(ctx) }
+// Snapshot captures the session between two batches of inputs.
+func (s *Service) Snapshot(ctx context.Context) (Snapshot, error) {
+	snap := Snapshot{Session: s.eng.Session()}
+	var err error
+	if snap.Core, err = s.eng.Snapshot(ctx); err != nil {
+		return Snapshot{}, err
+	}
+	if snap.Agent, snap.Turn, err = s.eng.State(ctx); err != nil {
+		return Snapshot{}, err
+	}
+	if snap.Status, err = s.eng.Status(ctx); err != nil {
+		return Snapshot{}, err
+	}
+	if snap.Seq, err = s.eng.Seq(ctx); err != nil {
+		return Snapshot{}, err
+	}
+	if snap.History, err = s.eng.History(ctx); err != nil {
+		return Snapshot{}, err
+	}
+	return snap, nil
+}
+
+// History returns a read-only view of the conversation.
+func (s *Service) History(ctx context.Context) (vocab.History, error) { return s.eng.History(ctx) }
 
 // Session returns the session id.
 func (s *Service) Session() vocab.ID { return s.eng.Session() }
 
-// Log returns the session's event log (every event, in order).
-func (s *Service) Log() *engine.MemoryLog { return s.log }
+// ErrDropped matches the error that ends an Events stream whose reader
+// fell behind the in-memory window when the Sink cannot be read back.
+var ErrDropped = eventlog.ErrDropped
 
-// Engine returns the underlying session lane (for tools and tests that need
-// its counters).
-func (s *Service) Engine() *engine.Engine { return s.eng }
-
-// Events streams the session's events live, starting with those already
-// logged when replay is set. The lane never waits for the reader: a reader
-// that falls more than buffer events behind (0: engine.DefaultBuffer) is
-// dropped and its stream ends; read Log for the complete record.
-func (s *Service) Events(ctx context.Context, buffer int, replay bool) iter.Seq[vocab.Event] {
-	return s.log.Subscribe(buffer, replay).All(ctx)
+// Events streams the session's events from sequence number from (0: from
+// the first), then live ones, until ctx is done (the stream ends with ctx's
+// cause) or the session is closed and everything was delivered. The session
+// never waits for a reader: a reader that falls behind the in-memory window
+// reads the missing events back from the Sink when it can, and otherwise
+// its stream ends with an error matching ErrDropped — never a silent gap.
+// Decode a stored event's JSON with json.Unmarshal into a vocab.Event: the
+// payload comes back typed.
+func (s *Service) Events(ctx context.Context, from uint64) iter.Seq2[vocab.Event, error] {
+	return s.eng.Events(ctx, from)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopchart/loopchart/adapters/eventlog"
 	"github.com/loopchart/loopchart/agentsvc"
 	"github.com/loopchart/loopchart/hooks"
 	"github.com/loopchart/loopchart/vocab"
@@ -35,7 +36,7 @@ func TestErrorHandlerOrder(t *testing.T) {
 			Handle: func(ctx context.Context, c *agentsvc.ErrorContext) error {
 				calls = append(calls, id+":handle")
 				if retry {
-					c.Retry(append(c.History, vocab.UserText("(compacted by "+id+")")))
+					c.Retry(append(c.History.Messages(), vocab.UserText("(compacted by "+id+")")))
 				}
 				return nil
 			}}
@@ -88,7 +89,8 @@ func TestErrorHandlerFailure(t *testing.T) {
 // Inject, Remind, WhenIdle, History, Snapshot and Session through the
 // public API.
 func TestServiceSurface(t *testing.T) {
-	svc, _ := newExample(`{"steps": [{"parts": [{"text": "ok"}], "expect": {"last_user_contains": "hello"}}]}`)
+	sink := eventlog.NewMemory()
+	svc := newExampleWith(`{"steps": [{"parts": [{"text": "ok"}], "expect": {"last_user_contains": "hello"}}]}`, sink)
 	defer svc.Close(context.Background())
 	ctx := ctx5(t)
 	if _, err := svc.Inject(vocab.UserText("context first")); err != nil {
@@ -100,8 +102,8 @@ func TestServiceSurface(t *testing.T) {
 	if err := svc.WhenIdle(ctx); err != nil { // injected input does not wake the agent
 		t.Fatal(err)
 	}
-	if h, _ := svc.History(ctx); len(h) != 0 {
-		t.Fatalf("history before any prompt: %d messages", len(h))
+	if h, _ := svc.History(ctx); h.Len() != 0 {
+		t.Fatalf("history before any prompt: %d messages", h.Len())
 	}
 	if _, err := svc.SubmitText("hello"); err != nil {
 		t.Fatal(err)
@@ -114,7 +116,7 @@ func TestServiceSurface(t *testing.T) {
 		t.Fatal(err)
 	}
 	var texts []string
-	for _, m := range h {
+	for _, m := range h.All() {
 		texts = append(texts, string(m.Role)+":"+m.Text())
 	}
 	want := "user:context first|user:be brief|user:hello|assistant:ok"
@@ -125,8 +127,8 @@ func TestServiceSurface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap.Session != svc.Session() || snap.Status != "idle" || len(snap.History) != 4 || snap.Seq != uint64(svc.Log().Len()) {
-		t.Errorf("snapshot: session %s status %s history %d seq %d (log %d)", snap.Session, snap.Status, len(snap.History), snap.Seq, svc.Log().Len())
+	if snap.Session != svc.Session() || snap.Status != "idle" || snap.History.Len() != 4 || snap.Seq != uint64(sink.Len()) || len(snap.Core) == 0 {
+		t.Errorf("snapshot: session %s status %s history %d seq %d (log %d)", snap.Session, snap.Status, snap.History.Len(), snap.Seq, sink.Len())
 	}
 	if err := svc.Pause(); err != nil {
 		t.Fatal(err)

@@ -171,6 +171,7 @@ func goldenEvents() []vocab.Event {
 			v.Hook = &vocab.HookVerdict{Retry: true, History: []vocab.Message{user}}
 		}),
 		in(vocab.InTimerFired, func(v *vocab.Input) { v.Work = 6 }),
+		in(vocab.InHooks, func(v *vocab.Input) { v.Slots = []vocab.HookName{vocab.HookWillBeginStep, vocab.HookRequestError} }),
 		in(vocab.InStopped, func(v *vocab.Input) { v.Stuck = []vocab.StuckWork{{Work: 9, What: `tool "sleep" (call_9)`}} }),
 	}
 	for _, v := range inputs {

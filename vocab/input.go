@@ -25,6 +25,10 @@ const (
 	InMaintenanceStart InputKind = "maintenance.start"
 	InMaintenanceDone  InputKind = "maintenance.done"
 	InClose            InputKind = "close"
+	// InHooks says which hook slots have handlers now (Slots); the lane
+	// steps it before other input whenever the set changed, so a replay
+	// asks for the same hook work.
+	InHooks InputKind = "hooks"
 )
 
 // Results of work.
@@ -94,6 +98,8 @@ type Input struct {
 	Result *ToolResult  `json:"result,omitempty"`
 	Text   string       `json:"text,omitempty"`
 	Hook   *HookVerdict `json:"hook,omitempty"`
+	// Slots are the hook slots that have handlers (hooks).
+	Slots []HookName `json:"slots,omitempty"`
 	// Stuck lists work that ignored cancellation past the close deadline
 	// (stopped), with what it was.
 	Stuck []StuckWork `json:"stuck,omitempty"`

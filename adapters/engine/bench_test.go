@@ -6,6 +6,7 @@ import (
 	"iter"
 	"testing"
 
+	"github.com/loopchart/loopchart/adapters/eventlog"
 	"github.com/loopchart/loopchart/adapters/tools"
 	"github.com/loopchart/loopchart/vocab"
 )
@@ -53,7 +54,7 @@ func BenchmarkEngineStep(b *testing.B) {
 	events := 0
 	fresh := func() {
 		if e != nil {
-			events += e.opt.Sink.(*MemoryLog).Len()
+			events += e.opt.Sink.(*eventlog.Memory).Len()
 			e.Close(context.Background())
 		}
 		var err error
@@ -86,7 +87,7 @@ func BenchmarkEngineStep(b *testing.B) {
 	b.StopTimer()
 	perStep := float64(b.Elapsed().Nanoseconds()) / float64(2*b.N)
 	b.ReportMetric(perStep, "ns/step")
-	events += e.opt.Sink.(*MemoryLog).Len()
+	events += e.opt.Sink.(*eventlog.Memory).Len()
 	b.ReportMetric(float64(events)/float64(b.N), "events/turn")
 	e.Close(context.Background())
 }

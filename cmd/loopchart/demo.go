@@ -80,13 +80,18 @@ func demoCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		}()
 	}
 	printed := make(chan struct{})
-	stream := svc.Events(runCtx, 1<<16, true)
+	stream := svc.Events(runCtx, 0)
+	var streamErr error
 	start := clk.Now()
 	go func() {
 		defer close(printed)
 		tl := &timeline{w: stdout, color: *color && os.Getenv("NO_COLOR") == "", start: start}
 		enc := json.NewEncoder(stdout)
-		for ev := range stream {
+		for ev, err := range stream {
+			if err != nil {
+				streamErr = err // never a silent gap: the run fails
+				return
+			}
 			if *events == "json" {
 				_ = enc.Encode(ev)
 			} else {
@@ -111,11 +116,14 @@ func demoCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := svc.Close(context.Background()); err != nil {
 		return err
 	}
+	if streamErr != nil {
+		return fmt.Errorf("event stream: %w", streamErr)
+	}
 	if *events != "json" {
-		fmt.Fprintf(stdout, "\nresult: %s\n", res)
+		fmt.Fprintf(stdout, "\nresult: %s\n", displayText(res.String(), 0))
 	}
 	if res.Kind != vocab.PromptCompleted {
-		return errors.New("the demo prompt did not complete: " + res.String())
+		return errors.New("the demo prompt did not complete: " + displayText(res.String(), 0))
 	}
 	return nil
 }
@@ -160,7 +168,7 @@ func (t *timeline) print(ev vocab.Event) {
 	case vocab.TransitionPayload:
 		who := p.Machine
 		if p.Instance != "" {
-			who += " " + p.Instance
+			who += " " + displayText(p.Instance, 0) // a tool call id, from the model
 		}
 		if p.From == p.To {
 			return // internal transitions stay in the raw event stream
@@ -173,13 +181,13 @@ func (t *timeline) print(ev vocab.Event) {
 	case vocab.MessagePayload:
 		switch ev.Kind {
 		case vocab.EventUserMessage:
-			t.line(ev, bold, "user: "+oneLine(p.Message.Text()))
+			t.line(ev, bold, "user: "+displayText(p.Message.Text(), 100))
 		case vocab.EventAssistant:
-			if txt := oneLine(p.Message.Text()); txt != "" {
-				t.line(ev, bold, "assistant: "+txt)
+			if txt := p.Message.Text(); strings.TrimSpace(txt) != "" {
+				t.line(ev, bold, "assistant: "+displayText(txt, 100))
 			}
 			for _, c := range p.Message.ToolCalls() {
-				t.line(ev, yellow, fmt.Sprintf("call %s %s(%s)", c.ID, c.Name, string(c.Args)))
+				t.line(ev, yellow, fmt.Sprintf("call %s %s(%s)", displayText(c.ID, 0), displayText(c.Name, 0), displayText(string(c.Args), 0)))
 			}
 		}
 	case vocab.ToolPayload:
@@ -188,21 +196,13 @@ func (t *timeline) print(ev vocab.Event) {
 			if p.Result.IsError {
 				c = red
 			}
-			t.line(ev, c, fmt.Sprintf("result %s: %s", p.Result.CallID, oneLine(p.Result.Content)))
+			t.line(ev, c, fmt.Sprintf("result %s: %s", displayText(p.Result.CallID, 0), displayText(p.Result.Content, 100)))
 		}
 	case vocab.RetryPayload:
-		t.line(ev, red, fmt.Sprintf("retry: attempt %d failed (%s: %s); attempt %d/%d in %s", p.FailedAttempt, p.Code, p.Message, p.NextAttempt, p.MaxAttempts, p.Delay))
+		t.line(ev, red, fmt.Sprintf("retry: attempt %d failed (%s: %s); attempt %d/%d in %s", p.FailedAttempt, displayText(string(p.Code), 0), displayText(p.Message, 0), p.NextAttempt, p.MaxAttempts, p.Delay))
 	case vocab.UsagePayload:
 		t.line(ev, dim, fmt.Sprintf("usage: %d in, %d out", p.Usage.InputTokens, p.Usage.OutputTokens))
 	case vocab.TurnEndPayload:
-		t.line(ev, bold, fmt.Sprintf("turn end: %s after %d steps", p.Reason, p.Steps))
+		t.line(ev, bold, fmt.Sprintf("turn end: %s after %d steps", displayText(p.Reason.String(), 0), p.Steps))
 	}
-}
-
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 100 {
-		s = s[:100] + "…"
-	}
-	return s
 }

@@ -29,6 +29,10 @@ func (c *Core) apply(in vocab.Input) error {
 		c.cancelGate()
 		c.fireNow(agent.Cancel{Cause: *in.Cause, KeepInbox: in.KeepInbox})
 		c.ack(in)
+	case vocab.InHooks:
+		c.emitInput(in)
+		c.cfg.Hooks = HooksOf(in.Slots)
+		c.agent.Ctx.Config.PromptGate = c.cfg.Hooks.BeforeSubmitPrompt
 	case vocab.InPause:
 		c.emitInput(in)
 		c.fireNow(agent.Pause{})

@@ -112,6 +112,14 @@ func (c *Core) settle(r fireReq) {
 	effects := c.out.Effects
 	switch r.kind {
 	case reqAgent:
+		// A prompt the gate blocks is taken off the queue (discarded)
+		// and then reported blocked: it ends blocked, not cancelled.
+		c.blocking = ""
+		for _, eff := range effects {
+			if f, ok := eff.(agent.PromptBlocked); ok {
+				c.blocking = f.ID
+			}
+		}
 		// A turn begins before the claims that feed it are reported, so
 		// they are logged inside the turn.
 		var start *agent.StartTurn
@@ -149,6 +157,9 @@ func (c *Core) agentEffect(eff chart.Effect) {
 		switch f.Op {
 		case agent.OpDiscarded:
 			for _, m := range f.Messages {
+				if m.ID == c.blocking {
+					continue
+				}
 				delete(c.live, m.ID)
 				cause := c.cause
 				if cause.Kind == "" {
@@ -230,6 +241,8 @@ func (c *Core) beginTurn(f agent.StartTurn) {
 func (c *Core) hardStop(cause vocab.CancelCause) {
 	for _, cl := range c.batch {
 		if cl.inst != nil {
+			// A second abort settles a started call as aborted at once.
+			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
 			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
 		} else {
 			cl.abort = &cause

@@ -73,7 +73,8 @@ var (
 )
 
 // Hooks says which hook slots have handlers. The core asks for hook work
-// only for those; an empty slot is answered in the core at no cost.
+// only for those; an empty slot is answered in the core at no cost. The
+// set may change during a session (a hooks input).
 type Hooks struct {
 	WillBeginStep      bool `json:"willBeginStep,omitempty"`
 	DidFinishStep      bool `json:"didFinishStep,omitempty"`
@@ -129,6 +130,41 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// HooksOf returns the set of slots named.
+func HooksOf(slots []vocab.HookName) Hooks {
+	var h Hooks
+	for _, s := range slots {
+		switch s {
+		case vocab.HookWillBeginStep:
+			h.WillBeginStep = true
+		case vocab.HookDidFinishStep:
+			h.DidFinishStep = true
+		case vocab.HookTurnStopping:
+			h.TurnStopping = true
+		case vocab.HookBeforeSubmitPrompt:
+			h.BeforeSubmitPrompt = true
+		case vocab.HookRequestError:
+			h.RequestError = true
+		}
+	}
+	return h
+}
+
+// Slots lists the slots of h in a fixed order.
+func (h Hooks) Slots() []vocab.HookName {
+	var s []vocab.HookName
+	for _, x := range [...]struct {
+		on   bool
+		name vocab.HookName
+	}{{h.WillBeginStep, vocab.HookWillBeginStep}, {h.DidFinishStep, vocab.HookDidFinishStep}, {h.TurnStopping, vocab.HookTurnStopping},
+		{h.BeforeSubmitPrompt, vocab.HookBeforeSubmitPrompt}, {h.RequestError, vocab.HookRequestError}} {
+		if x.on {
+			s = append(s, x.name)
+		}
+	}
+	return s
 }
 
 func (c Config) withDefaults() Config {
@@ -199,7 +235,10 @@ type Core struct {
 	// their result).
 	live    map[vocab.ID]struct{}
 	prompts []vocab.ID // prompts waiting for a result, in submission order
-	closed  bool
+	// blocking is the prompt the gate is blocking in the fire being
+	// settled.
+	blocking vocab.ID
+	closed   bool
 
 	q   []fireReq // run-to-completion queue
 	out chart.Out
@@ -356,6 +395,14 @@ func (c *Core) Validate(in vocab.Input) error {
 			return vocab.Errorf(vocab.CodeBadInput, "cancel: no cause")
 		}
 	case vocab.InPause, vocab.InContinue, vocab.InClose:
+	case vocab.InHooks:
+		for _, h := range in.Slots {
+			switch h {
+			case vocab.HookWillBeginStep, vocab.HookDidFinishStep, vocab.HookTurnStopping, vocab.HookBeforeSubmitPrompt, vocab.HookRequestError:
+			default:
+				return vocab.Errorf(vocab.CodeBadInput, "hooks: unknown slot %q", h)
+			}
+		}
 	case vocab.InMaintenanceStart:
 		if in.ID == "" {
 			return vocab.Errorf(vocab.CodeBadInput, "maintenance.start: no id")
@@ -552,6 +599,8 @@ type pending struct {
 	seq                     uint64
 	// input is the caller input behind maintenance work.
 	input vocab.ID
+	// work is the work as started, re-emitted by Restore.
+	work Work
 }
 
 func (c *Core) find(id uint64) *pending {
@@ -576,6 +625,7 @@ func (c *Core) drop(id uint64) {
 func (c *Core) start(p *pending, w Work) {
 	c.workSeq++
 	p.id, w.ID, w.Op, w.Kind = c.workSeq, c.workSeq, Start, p.kind
+	p.work = w
 	c.work = append(c.work, p)
 	c.rd.Work = append(c.rd.Work, w)
 }

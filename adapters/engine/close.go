@@ -1,0 +1,84 @@
+package engine
+
+import (
+	"context"
+	"strings"
+
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// Close aborts what runs with cause disposed, cancels every piece of work
+// and waits until all of it has ended. When ctx ends first, Close stops
+// waiting: every prompt is resolved, every event stream ended, and the
+// work that ignored its cancellation is reported by name (work/stuck
+// events, and an error matching ErrStuck). A tool or hook that calls Close
+// with the context it was given gets ErrReentrant.
+func (e *Engine) Close(ctx context.Context) error {
+	if reentrant(ctx, e) {
+		return vocab.Errorf(vocab.CodeReentrant, "Close called from a tool or hook of its own session")
+	}
+	err := e.call(item{in: vocab.Input{Kind: vocab.InClose, At: e.opt.Clock.Now(), ID: e.newID()}})
+	if err != nil && vocab.CodeOf(err) != vocab.CodeClosed {
+		// The session had already stopped on a failure: wait for its work.
+		e.waitWorkers(ctx)
+		return err
+	}
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		e.forceMu.Do(func() { close(e.force) })
+		<-e.done
+	}
+	if len(e.stuck) > 0 {
+		names := make([]string, len(e.stuck))
+		for i, s := range e.stuck {
+			names[i] = s.What
+		}
+		return vocab.Errorf(vocab.CodeStuck, "closed with work that ignored its cancellation: %s", strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// stopper waits for every piece of work to end (or the close deadline),
+// then tells the core the session's work has stopped.
+func (e *Engine) stopper() {
+	all := make(chan struct{})
+	go func() { e.wg.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-e.force:
+	}
+	e.wmu.Lock()
+	var stuck []vocab.StuckWork
+	for id, wk := range e.running {
+		stuck = append(stuck, vocab.StuckWork{Work: id, What: wk.what})
+	}
+	e.wmu.Unlock()
+	sortStuck(stuck)
+	e.stuck = stuck
+	_ = e.post(item{in: vocab.Input{Kind: vocab.InStopped, At: e.opt.Clock.Now(), Stuck: stuck}}, nil)
+	if len(stuck) > 0 {
+		// The helper goroutine waits for stuck work; it is the one
+		// goroutine Close cannot end, and the error names its work.
+		return
+	}
+	<-all
+}
+
+func sortStuck(s []vocab.StuckWork) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j].Work < s[j-1].Work; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// waitWorkers waits for every piece of work to end, or ctx.
+func (e *Engine) waitWorkers(ctx context.Context) {
+	all := make(chan struct{})
+	go func() { e.wg.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-ctx.Done():
+	}
+}

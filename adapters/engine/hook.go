@@ -1,0 +1,47 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// runHook runs one hook chain. A panic or an error becomes the verdict's
+// Err; a slot without a chain answers with an empty verdict (go on).
+func (e *Engine) runHook(wk *worker) {
+	w := wk.w
+	var v vocab.HookVerdict
+	if fn := e.opt.Hooks[w.Hook]; fn != nil {
+		call := HookCall{Hook: w.Hook, Info: StepInfo(w.Info), Messages: w.Messages, Prompt: w.Prompt, History: w.History, Err: w.Err, Attempt: w.Attempt}
+		err := safely(vocab.CodeHook, "hook "+string(w.Hook), func() error {
+			v = fn(wk.ctx, call)
+			return nil
+		})
+		if err != nil {
+			v = vocab.HookVerdict{Err: vocab.AsError(err)}
+		}
+		if v.Err != nil && v.Err.Code == "" {
+			v.Err.Code = vocab.CodeHook
+		}
+	}
+	e.report(wk, vocab.Input{Kind: vocab.InHookDone, Hook: &v})
+}
+
+// runJob runs a caller's maintenance job; the caller's ctx cancels it too.
+func (e *Engine) runJob(wk *worker) {
+	j := wk.job
+	ctx, cancel := context.WithCancelCause(wk.ctx)
+	stop := context.AfterFunc(j.ctx, func() { cancel(context.Cause(j.ctx)) })
+	err := safely(vocab.CodeInternal, "maintenance job", func() error { return j.fn(ctx) })
+	stop()
+	cancel(nil)
+	reply := make(chan error, 1)
+	defer e.finish(wk)
+	if e.post(item{in: vocab.Input{Kind: vocab.InMaintenanceDone, At: e.opt.Clock.Now(), Work: wk.w.ID}, reply: reply}, nil, func() { e.finish(wk) }) == nil {
+		select {
+		case <-reply:
+		case <-e.done:
+		}
+	}
+	j.done <- err
+}

@@ -1,0 +1,352 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/loopchart/loopchart/machines/session"
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// item is one entry of the mailbox: an input to step, or a query to run on
+// the lane.
+type item struct {
+	in vocab.Input
+	// reply gets nil once the input's events are durable, or the reason it
+	// was refused.
+	reply chan error
+	// parts, for merged stream parts, is read when the item is stepped.
+	parts *stream
+	// wait is the waiter of a submitted prompt; job the maintenance job.
+	wait *promptWait
+	job  *job
+	// query runs on the lane against the core (no input).
+	query func(*session.Core)
+}
+
+// call posts a caller's input and waits until it is recorded or refused.
+func (e *Engine) call(it item) error {
+	it.reply = make(chan error, 1)
+	if err := e.post(it, nil); err != nil {
+		return err
+	}
+	select {
+	case err := <-it.reply:
+		return err
+	case <-e.done:
+		select {
+		case err := <-it.reply:
+			return err
+		default:
+			return e.stopErr()
+		}
+	}
+}
+
+// query runs f on the lane.
+func (e *Engine) query(ctx context.Context, f func(*session.Core)) error {
+	done := make(chan struct{})
+	if err := e.post(item{query: func(c *session.Core) { f(c); close(done) }}, nil); err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-e.done:
+		select {
+		case <-done:
+			return nil
+		default:
+			return e.stopErr()
+		}
+	}
+}
+
+// post puts it in the mailbox and, when no one runs the lane, runs it on
+// this goroutine. self is the worker posting its own result (nil for
+// callers and timers); the work the lane hands back is for it to run next.
+//
+// queued, when given, runs once the item is in the mailbox (before the
+// lane runs).
+func (e *Engine) post(it item, self *worker, queued ...func()) error {
+	e.mu.Lock()
+	if e.err != nil {
+		e.mu.Unlock()
+		return e.err
+	}
+	e.box = append(e.box, it)
+	for _, f := range queued {
+		f()
+	}
+	if e.driving {
+		e.mu.Unlock()
+		return nil
+	}
+	e.driving = true
+	e.mu.Unlock()
+	e.drive(self)
+	return nil
+}
+
+// drive runs the lane until the mailbox is empty: each batch of inputs is
+// stepped into the core, then its Ready carried out.
+func (e *Engine) drive(self *worker) {
+	m := machines.Get().(*session.Machines)
+	e.core.Use(m)
+	for {
+		e.mu.Lock()
+		batch := e.box
+		if len(batch) == 0 || e.core == nil {
+			e.driving = false
+			if e.core != nil {
+				e.idle = e.core.Idle()
+				e.core.Use(nil)
+			}
+			var wake []chan struct{}
+			if e.idle || e.err != nil {
+				wake, e.waiters = e.waiters, nil
+			}
+			e.mu.Unlock()
+			for _, ch := range wake {
+				close(ch)
+			}
+			machines.Put(m)
+			return
+		}
+		e.box = e.spare[:0]
+		e.mu.Unlock()
+		e.syncSlots()
+		for i := range batch {
+			e.step(&batch[i])
+			batch[i] = item{}
+		}
+		e.spare = batch[:0]
+		e.flush(self)
+	}
+}
+
+// syncSlots steps a hooks input when the set of hook slots with handlers
+// changed, so the core asks for exactly the hooks that exist.
+func (e *Engine) syncSlots() {
+	slots := e.activeSlots()
+	if equalSlots(slots, e.slots) {
+		return
+	}
+	if err := e.core.Step(vocab.Input{Kind: vocab.InHooks, At: e.opt.Clock.Now(), Slots: slots}); err != nil {
+		e.log.Error("engine: hooks refused", "err", err)
+		return
+	}
+	e.slots = slots
+}
+
+func (e *Engine) activeSlots() []vocab.HookName {
+	if e.opt.Slots != nil {
+		return e.opt.Slots()
+	}
+	var s []vocab.HookName
+	for _, h := range []vocab.HookName{vocab.HookWillBeginStep, vocab.HookDidFinishStep, vocab.HookTurnStopping,
+		vocab.HookBeforeSubmitPrompt, vocab.HookRequestError} {
+		if e.opt.Hooks[h] != nil {
+			s = append(s, h)
+		}
+	}
+	return s
+}
+
+func equalSlots(a, b []vocab.HookName) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// step feeds one mailbox item to the core.
+func (e *Engine) step(it *item) {
+	if e.core == nil {
+		if it.reply != nil {
+			it.reply <- e.stopErr()
+		}
+		return
+	}
+	if it.query != nil {
+		it.query(e.core)
+		return
+	}
+	in := it.in
+	if it.parts != nil {
+		in.Parts = it.parts.take()
+		if len(in.Parts) == 0 {
+			return
+		}
+	}
+	if err := e.core.Step(in); err != nil {
+		if it.reply != nil {
+			it.reply <- err
+			return
+		}
+		e.log.Error("engine: the core refused a result of work", "input", in.String(), "err", err)
+		return
+	}
+	if it.reply != nil && in.ID != "" {
+		e.acks[in.ID] = it.reply
+	} else if it.reply != nil {
+		it.reply <- nil
+	}
+	if it.wait != nil {
+		e.prompts[in.ID] = it.wait
+	}
+	if it.job != nil {
+		e.jobs[in.ID] = it.job
+	}
+}
+
+// flush carries out the core's Ready: events durable first, then work,
+// then results.
+func (e *Engine) flush(self *worker) {
+	rd, ok := e.core.Ready()
+	if !ok {
+		return
+	}
+	if err := e.appendEvents(rd); err != nil {
+		e.fail(err)
+		return
+	}
+	e.feed.Publish(rd.Events)
+	last := -1
+	if self != nil && self.free {
+		// The worker that drives will be free: it runs the batch's last
+		// new model, tool or hook work itself, after the rest is started.
+		for i := len(rd.Work) - 1; i >= 0; i-- {
+			if w := rd.Work[i]; w.Op == session.Start && (w.Kind == session.WorkModel || w.Kind == session.WorkTool || w.Kind == session.WorkHook) {
+				last = i
+			}
+			break
+		}
+	}
+	if self != nil && self.next != nil && len(rd.Work) > 0 {
+		// A continuation held from an earlier batch starts first.
+		e.launch(self.next)
+		self.next = nil
+	}
+	for i, w := range rd.Work {
+		if w.Op == session.Cancel {
+			e.cancelWork(w)
+			continue
+		}
+		wk := e.register(w)
+		if wk == nil {
+			continue
+		}
+		if i == last {
+			self.next = wk
+			continue
+		}
+		e.launch(wk)
+	}
+	for _, r := range rd.Results {
+		e.deliver(r)
+	}
+	closed := e.core.Closed()
+	e.core.Advance(rd)
+	if closed {
+		e.stop(nil)
+	}
+}
+
+func (e *Engine) appendEvents(rd session.Ready) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("sink panicked: %v", r)
+		}
+	}()
+	return e.sink.Append(e.rootCtx, rd.Events)
+}
+
+// deliver hands a result to the caller waiting for it.
+func (e *Engine) deliver(r session.Result) {
+	switch r.Kind {
+	case session.Accepted:
+		if ch := e.acks[r.Input]; ch != nil {
+			delete(e.acks, r.Input)
+			ch <- nil
+		}
+	case session.PromptEnded:
+		if w := e.prompts[r.Input]; w != nil {
+			delete(e.prompts, r.Input)
+			w.result = *r.Prompt
+			close(w.done)
+		}
+	}
+}
+
+// fail stops the session after its sink refused events: the core, now
+// ahead of its log, is discarded; no work it asked for starts; every
+// waiter gets the error; the session can only be reopened from its log.
+func (e *Engine) fail(cause error) {
+	err := vocab.Errorf(vocab.CodeAppendFailed, "session %s stopped: the event log refused events: %w", e.session, cause)
+	e.log.Error("engine: append failed", "err", cause)
+	e.core.Use(nil)
+	e.core = nil
+	e.stop(err)
+}
+
+// stop ends the session: later inputs fail with err (ErrClosed when nil),
+// every waiter is answered, every worker cancelled, every stream ended.
+func (e *Engine) stop(err error) {
+	if err == nil {
+		err = vocab.Errorf(vocab.CodeClosed, "session %s is closed", e.session)
+	}
+	e.mu.Lock()
+	if e.err != nil {
+		e.mu.Unlock()
+		return
+	}
+	e.err = err
+	refused := e.box
+	e.box = nil
+	e.mu.Unlock()
+	for _, it := range refused {
+		if it.reply != nil {
+			it.reply <- err
+		}
+	}
+	for id, ch := range e.acks {
+		delete(e.acks, id)
+		ch <- err
+	}
+	for id, w := range e.prompts {
+		delete(e.prompts, id)
+		w.result = vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: &vocab.CancelCause{Kind: vocab.CancelDisposed}}
+		if vocab.CodeOf(err) != vocab.CodeClosed {
+			w.result = vocab.PromptResult{Kind: vocab.PromptFailed, Err: vocab.AsError(err)}
+			w.err = err
+		}
+		close(w.done)
+	}
+	for id, j := range e.jobs {
+		delete(e.jobs, id)
+		if !j.started {
+			j.done <- err
+		}
+	}
+	e.stopAll(err)
+	e.cancelAll(err)
+	e.feed.Close()
+	close(e.done)
+}
+
+func (e *Engine) stopErr() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return e.err
+	}
+	return ErrClosed
+}

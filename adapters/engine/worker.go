@@ -1,0 +1,190 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/loopchart/loopchart/adapters/clock"
+	"github.com/loopchart/loopchart/machines/session"
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// worker is one piece of work the lane started: its context, and what to
+// report if it never ends.
+type worker struct {
+	w      session.Work
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	what   string
+	timer  clock.Timer
+	job    *job
+	// cancelled is set when the core cancelled the work and no longer
+	// waits for its result (model requests and hooks).
+	cancelled bool
+	// free is set once the worker's own work is done: the lane may hand it
+	// the next piece of work (next) to run on the same goroutine.
+	free bool
+	next *worker
+}
+
+// job is a caller's maintenance job.
+type job struct {
+	fn      func(ctx context.Context) error
+	ctx     context.Context
+	done    chan error
+	started bool
+}
+
+// register records work the core started; launch then starts it.
+func (e *Engine) register(w session.Work) *worker {
+	wk := &worker{w: w}
+	switch w.Kind {
+	case session.WorkStop:
+		go e.stopper()
+		return nil
+	case session.WorkModel:
+		wk.what = fmt.Sprintf("model request (turn %d, step %d, attempt %d)", w.Request.Turn, w.Request.Step, w.Request.Attempt)
+	case session.WorkTool:
+		wk.what = fmt.Sprintf("tool %q (call %s)", w.Call.Name, w.Call.ID)
+	case session.WorkHook:
+		wk.what = fmt.Sprintf("hook %s", w.Hook)
+	case session.WorkTimer:
+		wk.what = "timer"
+	case session.WorkMaintenance:
+		wk.what = "maintenance job"
+		wk.job = e.jobs[w.Input]
+		delete(e.jobs, w.Input)
+		if wk.job == nil {
+			e.log.Error("engine: maintenance work without a job", "input", w.Input)
+			return nil
+		}
+		wk.job.started = true
+	}
+	ctx, cancel := context.WithCancelCause(context.WithValue(e.rootCtx, ctxKey{}, e))
+	wk.ctx, wk.cancel = ctx, cancel
+	e.wmu.Lock()
+	e.running[w.ID] = wk
+	e.wmu.Unlock()
+	e.wg.Add(1)
+	return wk
+}
+
+// launch starts registered work: a timer is armed, everything else runs
+// on a goroutine of its own.
+func (e *Engine) launch(wk *worker) {
+	if wk.w.Kind == session.WorkTimer {
+		id := wk.w.ID
+		wk.timer = e.opt.Clock.AfterFunc(wk.w.Deadline.Sub(e.opt.Clock.Now()), func() {
+			if e.finish(wk) {
+				_ = e.post(item{in: vocab.Input{Kind: vocab.InTimerFired, At: e.opt.Clock.Now(), Work: id}}, nil)
+			}
+		})
+		return
+	}
+	go e.run(wk)
+}
+
+// run executes work on this goroutine, then whatever the lane hands it
+// next.
+func (e *Engine) run(wk *worker) {
+	for wk != nil {
+		switch wk.w.Kind {
+		case session.WorkModel:
+			e.runModel(wk)
+		case session.WorkTool:
+			e.runTool(wk)
+		case session.WorkHook:
+			e.runHook(wk)
+		case session.WorkMaintenance:
+			e.runJob(wk)
+		}
+		wk = wk.next
+	}
+}
+
+// finish forgets work that ended; it reports false when it was already
+// forgotten.
+func (e *Engine) finish(wk *worker) bool {
+	e.wmu.Lock()
+	_, ok := e.running[wk.w.ID]
+	delete(e.running, wk.w.ID)
+	e.wmu.Unlock()
+	if ok {
+		wk.cancel(nil)
+		e.wg.Done()
+	}
+	return ok
+}
+
+// report posts the result of wk's work, with wk free for the next piece.
+//
+// The work stays registered until its result is in the mailbox, so a
+// session never looks settled while a result is on its way.
+func (e *Engine) report(wk *worker, in vocab.Input) {
+	e.wmu.Lock()
+	skip := wk.cancelled
+	e.wmu.Unlock()
+	if !skip {
+		in.At, in.Work = e.opt.Clock.Now(), wk.w.ID
+		wk.free = true
+		_ = e.post(item{in: in}, wk, func() { e.finish(wk) })
+	}
+	e.finish(wk)
+}
+
+// cancelWork cancels work the core gave up on (or, for tools and jobs,
+// asked to stop: their results still count).
+func (e *Engine) cancelWork(w session.Work) {
+	e.wmu.Lock()
+	wk := e.running[w.ID]
+	if wk != nil && (w.Kind == session.WorkModel || w.Kind == session.WorkHook) {
+		wk.cancelled = true
+	}
+	e.wmu.Unlock()
+	if wk == nil {
+		return
+	}
+	var cause error = context.Canceled
+	if w.Cause != nil && w.Cause.Kind != "" {
+		cause = *w.Cause
+	}
+	if wk.timer != nil {
+		if wk.timer.Stop() {
+			e.finish(wk)
+		}
+		return
+	}
+	wk.cancel(cause)
+}
+
+// cancelAll cancels every piece of work (the session stopped).
+func (e *Engine) cancelAll(cause error) {
+	e.wmu.Lock()
+	var all []*worker
+	for _, wk := range e.running {
+		wk.cancelled = true
+		all = append(all, wk)
+	}
+	e.wmu.Unlock()
+	for _, wk := range all {
+		if wk.timer != nil {
+			if wk.timer.Stop() {
+				e.finish(wk)
+			}
+			continue
+		}
+		if wk.cancel != nil {
+			wk.cancel(cause)
+		}
+	}
+}
+
+// safely runs f, turning a panic into an error with code.
+func safely(code vocab.Code, what string, f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = vocab.Errorf(code, "%s panicked: %v", what, r)
+		}
+	}()
+	return f()
+}

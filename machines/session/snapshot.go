@@ -1,0 +1,189 @@
+package session
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/loopchart/loopchart/machines/agent"
+	"github.com/loopchart/loopchart/machines/chart"
+	"github.com/loopchart/loopchart/machines/tool"
+	"github.com/loopchart/loopchart/machines/turn"
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// SnapshotVersion is the format version of Snapshot.
+const SnapshotVersion = 1
+
+// snapshot is the whole core as data.
+type snapshot struct {
+	Version    int                       `json:"version"`
+	Config     Config                    `json:"config"`
+	Agent      chart.Snapshot[agent.Ctx] `json:"agent"`
+	Turn       *chart.Snapshot[turn.Ctx] `json:"turn,omitempty"`
+	TurnNo     int                       `json:"turnNo"`
+	Step       int                       `json:"step"`
+	Prompt     vocab.ID                  `json:"prompt,omitempty"`
+	StepOpen   bool                      `json:"stepOpen,omitempty"`
+	InTurn     bool                      `json:"inTurn,omitempty"`
+	Resume     bool                      `json:"resume,omitempty"`
+	Concluded  bool                      `json:"concluded,omitempty"`
+	LastFinish vocab.FinishReason        `json:"lastFinish,omitempty"`
+	StopReason string                    `json:"stopReason,omitempty"`
+	Claim      []vocab.Message           `json:"claim,omitempty"`
+	History    []vocab.Message           `json:"history,omitempty"`
+	Model      uint64                    `json:"model,omitempty"`
+	Reply      *vocab.Message            `json:"reply,omitempty"`
+	ReplyOpen  bool                      `json:"replyOpen,omitempty"`
+	Batch      []callSnapshot            `json:"batch,omitempty"`
+	Next       int                       `json:"next,omitempty"`
+	Work       []pendingSnapshot         `json:"work,omitempty"`
+	WorkSeq    uint64                    `json:"workSeq"`
+	Seq        uint64                    `json:"seq"`
+	Now        time.Time                 `json:"now"`
+	Status     agent.PublicStatus        `json:"status"`
+	Prompts    []vocab.ID                `json:"prompts,omitempty"`
+	Closed     bool                      `json:"closed,omitempty"`
+}
+
+type callSnapshot struct {
+	Call  vocab.ToolCall            `json:"call"`
+	Inst  *chart.Snapshot[tool.Ctx] `json:"inst,omitempty"`
+	Work  uint64                    `json:"work,omitempty"`
+	Skip  bool                      `json:"skip,omitempty"`
+	Abort *vocab.CancelCause        `json:"abort,omitempty"`
+}
+
+type pendingSnapshot struct {
+	ID       uint64          `json:"id"`
+	Kind     WorkKind        `json:"kind"`
+	Hook     vocab.HookName  `json:"hook,omitempty"`
+	Turn     int             `json:"turn,omitempty"`
+	Claimed  []vocab.Message `json:"claimed,omitempty"`
+	Prompt   vocab.ID        `json:"prompt,omitempty"`
+	Failure  *vocab.Input    `json:"failure,omitempty"`
+	Machine  string          `json:"machine,omitempty"`
+	Instance string          `json:"instance,omitempty"`
+	Name     string          `json:"name,omitempty"`
+	TimerSeq uint64          `json:"timerSeq,omitempty"`
+	Input    vocab.ID        `json:"input,omitempty"`
+	Work     Work            `json:"work"`
+}
+
+// Snapshot captures the whole core as versioned JSON: the machines'
+// instances, history, inbox, claims, the tool batch, outstanding work
+// (in-flight requests and calls, armed timers, pending hooks) and prompt
+// bookkeeping. It is taken between Advance and the next Step only: with a
+// Ready outstanding it fails.
+func (c *Core) Snapshot() ([]byte, error) {
+	if len(c.rd.Events)+len(c.rd.Work)+len(c.rd.Results) > 0 {
+		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: snapshot with a Ready not yet advanced")
+	}
+	if c.m == nil {
+		return nil, vocab.Errorf(vocab.CodeInternal, "session: Snapshot without machines (see Use)")
+	}
+	s := snapshot{Version: SnapshotVersion, Config: c.cfg, Agent: c.m.agent.Snapshot(c.agent), TurnNo: c.turnNo, Step: c.step,
+		Prompt: c.prompt, StepOpen: c.stepOpen, InTurn: c.inTurn, Resume: c.resume, Concluded: c.concluded, LastFinish: c.lastFinish,
+		StopReason: c.stopReason, Claim: c.claim, History: c.history, Model: c.model, Next: c.next, WorkSeq: c.workSeq,
+		Seq: c.seq, Now: c.now, Status: c.status, Prompts: c.prompts, Closed: c.closed}
+	if c.turn != nil {
+		t := c.m.turn.Snapshot(c.turn)
+		s.Turn = &t
+	}
+	if c.reply.open || len(c.reply.msg.Parts) > 0 || c.reply.buf.Len() > 0 {
+		m := c.reply.Message()
+		s.Reply, s.ReplyOpen = &m, c.reply.open
+	}
+	for _, cl := range c.batch {
+		cs := callSnapshot{Call: cl.Call, Work: cl.work, Skip: cl.skip, Abort: cl.abort}
+		if cl.inst != nil {
+			t := c.m.tool.Snapshot(cl.inst)
+			cs.Inst = &t
+		}
+		s.Batch = append(s.Batch, cs)
+	}
+	for _, p := range c.work {
+		s.Work = append(s.Work, pendingSnapshot{ID: p.id, Kind: p.kind, Hook: p.hook, Turn: p.turn, Claimed: p.claimed, Prompt: p.prompt,
+			Failure: p.failure, Machine: p.machine, Instance: p.instance, Name: p.name, TimerSeq: p.seq, Input: p.input, Work: p.work})
+	}
+	return json.Marshal(s)
+}
+
+// Restore rebuilds a core from a Snapshot, firing on m. Its first Ready
+// re-emits every piece of outstanding work (model requests and tool calls
+// in flight, armed timers, pending hooks and approvals), which the adapter
+// starts again; no events are emitted. A snapshot of another version, or
+// one that does not hold together, is refused with machine.bad_snapshot.
+func Restore(data []byte, m *Machines) (*Core, error) {
+	if m == nil {
+		return nil, vocab.Errorf(vocab.CodeBadInput, "session: no machines")
+	}
+	var s snapshot
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: snapshot: %w", err)
+	}
+	if s.Version != SnapshotVersion {
+		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: snapshot version %d, want %d", s.Version, SnapshotVersion)
+	}
+	if err := s.Config.Validate(); err != nil {
+		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: snapshot config: %w", err)
+	}
+	c := &Core{cfg: s.Config, m: m, live: map[vocab.ID]struct{}{}, turnNo: s.TurnNo, step: s.Step, prompt: s.Prompt,
+		stepOpen: s.StepOpen, inTurn: s.InTurn, resume: s.Resume, concluded: s.Concluded, lastFinish: s.LastFinish,
+		stopReason: s.StopReason, claim: s.Claim, history: s.History, model: s.Model, next: s.Next, workSeq: s.WorkSeq,
+		seq: s.Seq, now: s.Now, status: s.Status, prompts: s.Prompts, closed: s.Closed}
+	var err error
+	if c.agent, err = m.agent.Restore(s.Agent); err != nil {
+		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: %w", err)
+	}
+	if s.Turn != nil {
+		if c.turn, err = m.turn.Restore(*s.Turn); err != nil {
+			return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: %w", err)
+		}
+	}
+	c.reply.Reset()
+	if s.Reply != nil {
+		c.reply.msg.Parts = s.Reply.Parts
+		c.reply.open = s.ReplyOpen
+	}
+	for _, cs := range s.Batch {
+		cl := &call{Call: cs.Call, work: cs.Work, skip: cs.Skip, abort: cs.Abort}
+		if cs.Inst != nil {
+			if cl.inst, err = m.tool.Restore(*cs.Inst); err != nil {
+				return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: %w", err)
+			}
+		}
+		c.batch = append(c.batch, cl)
+	}
+	if c.next > len(c.batch) || c.next < 0 {
+		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: next call %d of %d", c.next, len(c.batch))
+	}
+	for _, ps := range s.Work {
+		if ps.ID == 0 || ps.ID > c.workSeq {
+			return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: work %d outside 1..%d", ps.ID, c.workSeq)
+		}
+		p := &pending{id: ps.ID, kind: ps.Kind, hook: ps.Hook, turn: ps.Turn, claimed: ps.Claimed, prompt: ps.Prompt, failure: ps.Failure,
+			machine: ps.Machine, instance: ps.Instance, name: ps.Name, seq: ps.TimerSeq, input: ps.Input, work: ps.Work}
+		if p.kind == WorkHook {
+			p.work.History = c.History()
+		}
+		c.work = append(c.work, p)
+		c.rd.Work = append(c.rd.Work, p.work)
+	}
+	// The live ids: queued, claimed, held by a gate hook, or prompts.
+	for _, l := range [][]vocab.Message{c.agent.Ctx.NextTurn, c.agent.Ctx.NextStep, c.agent.Ctx.Reminders, c.claim} {
+		for _, m := range l {
+			c.live[m.ID] = struct{}{}
+		}
+	}
+	for _, p := range c.work {
+		for _, m := range p.claimed {
+			c.live[m.ID] = struct{}{}
+		}
+	}
+	for _, id := range c.prompts {
+		c.live[id] = struct{}{}
+	}
+	c.prompts = slices.Clip(c.prompts)
+	return c, nil
+}
