@@ -247,8 +247,8 @@ func TestScenario(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := 3 * (1 + 2*k + 1); len(h) != want {
-			t.Errorf("loopchart k=%d: history has %d messages, want %d", k, len(h), want)
+		if want := 3 * (1 + 2*k + 1); h.Len() != want {
+			t.Errorf("loopchart k=%d: history has %d messages, want %d", k, h.Len(), want)
 		}
 		svc.Close(ctx)
 

@@ -240,6 +240,7 @@ func list(c *Ctx, t Target) *[]vocab.Message {
 func insert(c *Ctx, t Target, m vocab.Message, out *chart.Out) {
 	l := list(c, t)
 	*l = append(*l, m)
+	c.indexAdd(m.ID)
 	out.Emit(Inbox{Target: t, Op: OpInserted, At: len(*l) - 1, Messages: []vocab.Message{m}})
 }
 
@@ -251,6 +252,9 @@ func take(c *Ctx, t Target, op InboxOp, out *chart.Out) []vocab.Message {
 		return nil
 	}
 	*l = nil
+	for _, m := range ms {
+		c.indexDel(m.ID)
+	}
 	out.Emit(Inbox{Target: t, Op: op, Messages: ms})
 	return ms
 }
@@ -259,6 +263,7 @@ func take(c *Ctx, t Target, op InboxOp, out *chart.Out) []vocab.Message {
 func takeHead(c *Ctx, op InboxOp, out *chart.Out) vocab.Message {
 	head := c.NextTurn[0]
 	c.NextTurn = shrink(slices.Delete(c.NextTurn, 0, 1))
+	c.indexDel(head.ID)
 	out.Emit(Inbox{Target: TargetNextTurn, Op: op, Messages: []vocab.Message{head}})
 	return head
 }
@@ -313,6 +318,7 @@ func drop(c *Ctx, ev chart.Event, out *chart.Out) {
 			if (*l)[i].ID == id {
 				m := (*l)[i]
 				*l = shrink(slices.Delete(*l, i, i+1))
+				c.indexDel(m.ID)
 				out.Emit(Inbox{Target: t, Op: OpDiscarded, At: i, Messages: []vocab.Message{m}})
 				return
 			}
@@ -353,6 +359,8 @@ func enqueue(c *Ctx, ev chart.Event, out *chart.Out, late bool) {
 		if i := c.reminder(e.Key); i >= 0 {
 			old := c.Reminders[i]
 			c.Reminders[i] = m
+			c.indexDel(old.ID)
+			c.indexAdd(m.ID)
 			out.Emit(Inbox{Target: TargetReminders, Op: OpReplaced, At: i, Messages: []vocab.Message{m}, Replaced: &old})
 		} else {
 			insert(c, TargetReminders, m, out)

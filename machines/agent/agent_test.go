@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/loopchart/loopchart/machines/agent"
 	"github.com/loopchart/loopchart/machines/chart"
@@ -50,7 +51,7 @@ func run(t *testing.T, tab *chart.Table[agent.Ctx], d *datadriven.TestData) stri
 	case "fire":
 		out, err = tab.Fire(d.Input)
 	case "snapshot":
-		out, err = tab.RoundTrip(func(a, b agent.Ctx) string { return cmp.Diff(a, b) })
+		out, err = tab.RoundTrip(func(a, b agent.Ctx) string { return cmp.Diff(a, b, cmpopts.IgnoreUnexported(agent.Ctx{})) })
 	default:
 		err = fmt.Errorf("unknown command %q", d.Cmd)
 	}
@@ -359,7 +360,7 @@ func TestRandomWalk(t *testing.T) {
 				if !errors.As(err, &te) {
 					t.Fatalf("seed %d step %d: %T: untyped error %v", seed, step, ev, err)
 				}
-				if diff := cmp.Diff(before.Ctx, inst.Ctx); diff != "" || before.State != inst.State() {
+				if diff := cmp.Diff(before.Ctx, inst.Ctx, cmpopts.IgnoreUnexported(agent.Ctx{})); diff != "" || before.State != inst.State() {
 					t.Fatalf("seed %d step %d: refused %T changed the instance:\n%s", seed, step, ev, diff)
 				}
 				continue

@@ -101,6 +101,12 @@ type Ctx struct {
 	// Timer is the armed hard-stop timer, TimerSeq its counter.
 	Timer    chart.Timer `json:"timer,omitzero"`
 	TimerSeq uint64      `json:"timerSeq"`
+
+	// index holds the ids of every queued message, so that the duplicate
+	// check of each input costs O(1), not O(inbox). It is built on first
+	// use from the three lists (after a restore, or lists filled in before
+	// New) and kept up to date by every change to them.
+	index map[vocab.ID]struct{}
 }
 
 // NewCtx returns the context of a new agent: idle, nothing queued.
@@ -113,6 +119,7 @@ func (c *Ctx) Clone() Ctx {
 	d.NextStep = slices.Clone(c.NextStep)
 	d.Reminders = slices.Clone(c.Reminders)
 	d.Background = slices.Clone(c.Background)
+	d.index = nil
 	if c.Abort != nil {
 		a := *c.Abort
 		d.Abort = &a
@@ -167,14 +174,28 @@ func (c *Ctx) Validate() error {
 
 // queued reports whether a message with id is in the inbox.
 func (c *Ctx) queued(id vocab.ID) bool {
-	for _, l := range [...][]vocab.Message{c.NextTurn, c.NextStep, c.Reminders} {
-		for i := range l {
-			if l[i].ID == id {
-				return true
+	if c.index == nil {
+		c.index = make(map[vocab.ID]struct{}, len(c.NextTurn)+len(c.NextStep)+len(c.Reminders))
+		for _, l := range [...][]vocab.Message{c.NextTurn, c.NextStep, c.Reminders} {
+			for i := range l {
+				c.index[l[i].ID] = struct{}{}
 			}
 		}
 	}
-	return false
+	_, ok := c.index[id]
+	return ok
+}
+
+func (c *Ctx) indexAdd(id vocab.ID) {
+	if c.index != nil {
+		c.index[id] = struct{}{}
+	}
+}
+
+func (c *Ctx) indexDel(id vocab.ID) {
+	if c.index != nil {
+		delete(c.index, id)
+	}
 }
 
 // Queued reports whether a message with id is in the inbox (next-turn,
