@@ -93,6 +93,33 @@ func EventID(session ID, seq uint64) ID {
 	return ID(unsafe.String(unsafe.SliceData(b), len(b)))
 }
 
+// EventIDs makes event ids like EventID, cutting them from shared,
+// append-only text blocks: one allocation per block of ids instead of one
+// per id. A block is never written again where an id was cut from it, so
+// the ids stay immutable. The zero value is ready; it is not safe for
+// concurrent use (a session core owns one).
+type EventIDs struct{ buf []byte }
+
+const eventIDBlock = 4096
+
+// ID returns EventID(session, seq).
+func (a *EventIDs) ID(session ID, seq uint64) ID {
+	n := len(session) + 1 + 20
+	if cap(a.buf)-len(a.buf) < n {
+		size := eventIDBlock
+		if n > size {
+			size = n
+		}
+		a.buf = make([]byte, 0, size)
+	}
+	start := len(a.buf)
+	a.buf = append(a.buf, session...)
+	a.buf = append(a.buf, '-')
+	a.buf = strconv.AppendUint(a.buf, seq, 10)
+	b := a.buf[start:len(a.buf):len(a.buf)]
+	return ID(unsafe.String(unsafe.SliceData(b), len(b)))
+}
+
 // TransitionPayload records one machine transition.
 type TransitionPayload struct {
 	Machine string `json:"machine"`

@@ -112,7 +112,24 @@ type StuckWork struct {
 }
 
 // EventKind returns the kind of the event that records the input.
-func (in Input) EventKind() EventKind { return EventKind("input/" + string(in.Kind)) }
+func (in Input) EventKind() EventKind {
+	if k, ok := inputKinds[in.Kind]; ok {
+		return k
+	}
+	return EventKind("input/" + string(in.Kind))
+}
+
+// inputKinds holds the event kind of every known input kind, so that
+// recording an input costs no string concatenation.
+var inputKinds = func() map[InputKind]EventKind {
+	m := map[InputKind]EventKind{}
+	for _, k := range []InputKind{InSubmit, InSteer, InInject, InNotify, InRemind, InWithdraw, InCancel, InPause, InContinue,
+		InMaintenanceStart, InMaintenanceDone, InClose, InHooks, InModelParts, InModelDone, InModelFailed, InToolUpdate,
+		InToolDone, InHookDone, InTimerFired, InStopped} {
+		m[k] = EventKind("input/" + string(k))
+	}
+	return m
+}()
 
 // String renders the input compactly for logs and test failures.
 func (in Input) String() string {

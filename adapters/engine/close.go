@@ -51,7 +51,7 @@ func (e *Engine) stopper() {
 	e.wmu.Lock()
 	var stuck []vocab.StuckWork
 	for id, wk := range e.running {
-		stuck = append(stuck, vocab.StuckWork{Work: id, What: wk.what})
+		stuck = append(stuck, vocab.StuckWork{Work: id, What: wk.what()})
 	}
 	e.wmu.Unlock()
 	sortStuck(stuck)

@@ -148,6 +148,9 @@ type Engine struct {
 	feed    *eventlog.Feed
 	rootCtx context.Context
 	stopAll context.CancelCauseFunc
+	// workCtx is the parent of every piece of work's context: rootCtx
+	// marked with the engine (see reentrant).
+	workCtx context.Context
 
 	mu      sync.Mutex
 	box     []item
@@ -223,6 +226,7 @@ func New(opt Options) (*Engine, error) {
 		idle: true, acks: map[vocab.ID]chan error{}, prompts: map[vocab.ID]*promptWait{}, jobs: map[vocab.ID]*job{},
 		running: map[uint64]*worker{}, force: make(chan struct{}), done: make(chan struct{})}
 	e.rootCtx, e.stopAll = context.WithCancelCause(context.Background())
+	e.workCtx = context.WithValue(e.rootCtx, ctxKey{}, e)
 	return e, nil
 }
 

@@ -15,7 +15,6 @@ type worker struct {
 	w      session.Work
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	what   string
 	timer  clock.Timer
 	job    *job
 	// cancelled is set when the core cancelled the work and no longer
@@ -25,6 +24,22 @@ type worker struct {
 	// the next piece of work (next) to run on the same goroutine.
 	free bool
 	next *worker
+}
+
+// what names the work for a person (a stuck-work report).
+func (wk *worker) what() string {
+	w := wk.w
+	switch w.Kind {
+	case session.WorkModel:
+		return fmt.Sprintf("model request (turn %d, step %d, attempt %d)", w.Request.Turn, w.Request.Step, w.Request.Attempt)
+	case session.WorkTool:
+		return fmt.Sprintf("tool %q (call %s)", w.Call.Name, w.Call.ID)
+	case session.WorkHook:
+		return fmt.Sprintf("hook %s", w.Hook)
+	case session.WorkMaintenance:
+		return "maintenance job"
+	}
+	return string(w.Kind)
 }
 
 // job is a caller's maintenance job.
@@ -42,16 +57,7 @@ func (e *Engine) register(w session.Work) *worker {
 	case session.WorkStop:
 		go e.stopper()
 		return nil
-	case session.WorkModel:
-		wk.what = fmt.Sprintf("model request (turn %d, step %d, attempt %d)", w.Request.Turn, w.Request.Step, w.Request.Attempt)
-	case session.WorkTool:
-		wk.what = fmt.Sprintf("tool %q (call %s)", w.Call.Name, w.Call.ID)
-	case session.WorkHook:
-		wk.what = fmt.Sprintf("hook %s", w.Hook)
-	case session.WorkTimer:
-		wk.what = "timer"
 	case session.WorkMaintenance:
-		wk.what = "maintenance job"
 		wk.job = e.jobs[w.Input]
 		delete(e.jobs, w.Input)
 		if wk.job == nil {
@@ -60,7 +66,7 @@ func (e *Engine) register(w session.Work) *worker {
 		}
 		wk.job.started = true
 	}
-	ctx, cancel := context.WithCancelCause(context.WithValue(e.rootCtx, ctxKey{}, e))
+	ctx, cancel := context.WithCancelCause(e.workCtx)
 	wk.ctx, wk.cancel = ctx, cancel
 	e.wmu.Lock()
 	e.running[w.ID] = wk

@@ -62,7 +62,7 @@ func (c *Core) apply(in vocab.Input) error {
 		c.emitInput(in)
 		if !c.reply.open {
 			c.reply.open = true
-			c.emit(vocab.EventMessageStart, vocab.MessagePayload{Message: vocab.Message{Role: vocab.RoleAssistant}})
+			c.emit(vocab.EventMessageStart, messageStart)
 		}
 		for _, p := range in.Parts {
 			c.reply.Add(p)
@@ -451,26 +451,17 @@ func (c *Core) callOf(work uint64) *call {
 	return nil
 }
 
-// copyInput copies everything in that a caller could still change.
+// copyInput copies everything in that a caller could still change: caller
+// messages, tool results and hook verdicts (user code may keep references).
+// A model reply and stream parts are the adapter's own fresh values: the
+// core takes them over (Step's contract says the adapter must not change
+// them afterwards).
 func copyInput(in vocab.Input) vocab.Input {
 	if in.Message != nil {
 		m := vocab.CloneMessage(*in.Message)
 		in.Message = &m
 	}
-	if in.Reply != nil {
-		m := vocab.CloneMessage(*in.Reply)
-		in.Reply = &m
-	}
-	if in.Parts != nil {
-		in.Parts = slices.Clone(in.Parts)
-		for i := range in.Parts {
-			if cl := in.Parts[i].Call; cl != nil {
-				cc := *cl
-				cc.Args = slices.Clone(cl.Args)
-				in.Parts[i].Call = &cc
-			}
-		}
-	}
+
 	if in.Result != nil {
 		r := vocab.CloneResult(*in.Result)
 		in.Result = &r

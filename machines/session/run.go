@@ -106,8 +106,18 @@ func (c *Core) settle(r fireReq) {
 		inst = r.call.Call.ID
 	}
 	for _, t := range c.out.Transitions {
-		c.emit(vocab.EventTransition, vocab.TransitionPayload{Machine: t.Machine, Instance: inst,
-			From: string(t.From), To: string(t.To), Trigger: string(t.Trigger), Guard: t.Guard, Internal: t.Internal})
+		if inst != "" {
+			c.emit(vocab.EventTransition, vocab.TransitionPayload{Machine: t.Machine, Instance: inst,
+				From: string(t.From), To: string(t.To), Trigger: string(t.Trigger), Guard: t.Guard, Internal: t.Internal})
+			continue
+		}
+		k := transKey{machine: t.Machine, index: t.Index, from: t.From, to: t.To}
+		p, ok := c.m.payloads[k]
+		if !ok {
+			p = vocab.TransitionPayload{Machine: t.Machine, From: string(t.From), To: string(t.To), Trigger: string(t.Trigger), Guard: t.Guard, Internal: t.Internal}
+			c.m.payloads[k] = p
+		}
+		c.emit(vocab.EventTransition, p)
 	}
 	effects := c.out.Effects
 	switch r.kind {

@@ -185,11 +185,21 @@ type Machines struct {
 	agent *agent.Machine
 	turn  *turn.Machine
 	tool  *tool.Machine
+	// payloads caches the transition payloads of the agent and turn
+	// machines, boxed once: they repeat every step, and a boxed payload is
+	// immutable, so events share them.
+	payloads map[transKey]any
+}
+
+type transKey struct {
+	machine  string
+	index    int
+	from, to chart.State
 }
 
 // NewMachines builds the three machine kinds.
 func NewMachines() *Machines {
-	return &Machines{agent: agent.New(), turn: turn.New(), tool: tool.New()}
+	return &Machines{agent: agent.New(), turn: turn.New(), tool: tool.New(), payloads: map[transKey]any{}}
 }
 
 // Core is one session. It is not safe for concurrent use: one goroutine
@@ -240,6 +250,7 @@ type Core struct {
 	blocking vocab.ID
 	closed   bool
 
+	ids vocab.EventIDs
 	q   []fireReq // run-to-completion queue
 	out chart.Out
 	rd  Ready
@@ -319,6 +330,10 @@ func (c *Core) Status() agent.PublicStatus { return c.status }
 // Step applies one input. An error means the input was rejected: no state
 // changed and nothing was logged. Otherwise the input is recorded as an
 // event at the head of everything it caused, and Ready has the result.
+//
+// The core copies what a caller could still change (messages, tool
+// results, hook verdicts); it takes over a model reply and stream parts,
+// which the adapter must not change after Step.
 func (c *Core) Step(in vocab.Input) (err error) {
 	if c.m == nil {
 		return vocab.Errorf(vocab.CodeInternal, "session: Step without machines (see Use)")
@@ -645,7 +660,7 @@ func (c *Core) cancel(id uint64, cause vocab.CancelCause) {
 // emit appends an event. Its time is the time of the input being stepped.
 func (c *Core) emit(kind vocab.EventKind, payload any) {
 	c.seq++
-	ev := vocab.Event{ID: vocab.EventID(c.cfg.Session, c.seq), Session: c.cfg.Session, Seq: c.seq, At: c.now, Kind: kind, Payload: payload}
+	ev := vocab.Event{ID: c.ids.ID(c.cfg.Session, c.seq), Session: c.cfg.Session, Seq: c.seq, At: c.now, Kind: kind, Payload: payload}
 	if c.inTurn {
 		ev.Turn, ev.Step = c.turnNo, c.step
 	}

@@ -10,6 +10,9 @@ import (
 	"github.com/loopchart/loopchart/vocab"
 )
 
+// messageStart is the payload of every message/start event, boxed once.
+var messageStart any = vocab.MessagePayload{Message: vocab.Message{Role: vocab.RoleAssistant}}
+
 func (c *Core) turnEffect(eff chart.Effect) {
 	switch f := eff.(type) {
 	case turn.RunGate:
@@ -123,13 +126,14 @@ func (c *Core) cancelRequest(cause vocab.CancelCause) {
 // any tool of the step runs.
 func (c *Core) commitReply(f turn.CommitReply) {
 	if !c.reply.open {
-		c.emit(vocab.EventMessageStart, vocab.MessagePayload{Message: vocab.Message{Role: vocab.RoleAssistant}})
+		c.emit(vocab.EventMessageStart, messageStart)
 	}
 	c.emit(vocab.EventUsage, vocab.UsagePayload{Usage: f.Usage})
 	c.history = append(c.history, f.Reply)
 	c.lastFinish = f.Finish
-	c.emit(vocab.EventMessageEnd, vocab.MessagePayload{Message: f.Reply})
-	c.emit(vocab.EventAssistant, vocab.MessagePayload{Message: f.Reply})
+	var p any = vocab.MessagePayload{Message: f.Reply} // one boxed value, two events
+	c.emit(vocab.EventMessageEnd, p)
+	c.emit(vocab.EventAssistant, p)
 	c.reply.Reset()
 }
 
