@@ -10,10 +10,10 @@ import (
 )
 
 // runModel streams one model request. The reply is assembled here and
-// arrives whole with model.done; while it streams, its parts reach the
-// core merged, at most one input outstanding per request and at most one
-// per StreamFlush, so a fast stream cannot flood the mailbox and callers
-// never queue behind deltas.
+// arrives whole with model.done; while it streams, its text and thinking
+// deltas reach the core merged, at most one input outstanding per request
+// (and at most one per StreamFlush when set), so a fast stream cannot
+// flood the mailbox and callers never queue behind deltas.
 func (e *Engine) runModel(wk *worker) {
 	var (
 		a     session.Assembler
@@ -30,7 +30,9 @@ func (e *Engine) runModel(wk *worker) {
 				return nil
 			}
 			a.Add(part)
-			if part.Kind == vocab.StreamText || part.Kind == vocab.StreamThinking || part.Kind == vocab.StreamToolCall {
+			// Text and thinking stream live; tool calls (which run only
+			// once the reply is whole) come with the reply.
+			if part.Kind == vocab.StreamText || part.Kind == vocab.StreamThinking {
 				now := e.opt.Clock.Now()
 				if s.add(part) && (e.opt.StreamFlush == 0 || now.Sub(last) >= e.opt.StreamFlush) {
 					last = now

@@ -98,6 +98,11 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 		k := min(chunkSize-len(*c), len(batch))
 		if cap(*c)-len(*c) < k {
 			newCap := max(firstChunkCap, 2*cap(*c))
+			if len(m.chunks) > 1 {
+				// A log that filled one chunk will fill more: later
+				// chunks are made whole, never grown and copied.
+				newCap = chunkSize
+			}
 			for newCap < len(*c)+k {
 				newCap *= 2
 			}

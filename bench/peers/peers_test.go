@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"iter"
+	"sync"
 	"testing"
 
 	"github.com/cloudwego/eino/components/model"
@@ -292,4 +293,99 @@ func (m *countingModel) Stream(ctx context.Context, in []*schema.Message, o ...m
 
 func (m *countingModel) WithTools([]*schema.ToolInfo) (model.ToolCallingChatModel, error) {
 	return m, nil
+}
+
+// sessions is the number of concurrent sessions of the throughput
+// benchmarks.
+const sessions = 1000
+
+// BenchmarkConcurrentLoopchart measures throughput with many sessions at
+// once: one op is 1,000 sessions each running one k=10 prompt, all at the
+// same time (GOMAXPROCS workers share them). It reports steps/s; compare
+// with BenchmarkConcurrentEino in the same run.
+func BenchmarkConcurrentLoopchart(b *testing.B) {
+	const k = 10
+	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, struct{}) (string, error) { return "ok", nil })
+	ctx := context.Background()
+	svcs := make([]*agentsvc.Service, sessions)
+	for i := range svcs {
+		var err error
+		svcs[i], err = agentsvc.New(agentsvc.Options{Provider: newLCProvider(k), Tools: []vocab.Tool{noop},
+			IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 }})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		var wg sync.WaitGroup
+		errs := make(chan error, sessions)
+		for _, svc := range svcs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p, err := svc.SubmitText("go")
+				if err != nil {
+					errs <- err
+					return
+				}
+				if res, err := p.Wait(ctx); err != nil || res.Steps != k+1 {
+					errs <- fmt.Errorf("%v %v", res, err)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*sessions*(k+1))/b.Elapsed().Seconds(), "steps/s")
+	for _, svc := range svcs {
+		svc.Close(ctx)
+	}
+}
+
+// BenchmarkConcurrentEino is BenchmarkConcurrentLoopchart for eino's ReAct
+// agent: 1,000 concurrent runs of k=10 per op, one agent per run.
+func BenchmarkConcurrentEino(b *testing.B) {
+	const k = 10
+	ctx := context.Background()
+	ags := make([]*react.Agent, sessions)
+	for i := range ags {
+		var err error
+		ags[i], err = react.NewAgent(ctx, &react.AgentConfig{
+			ToolCallingModel: newEinoModel(k),
+			ToolsConfig:      compose.ToolsNodeConfig{Tools: []tool.BaseTool{einoNoop{}}, ExecuteSequentially: true},
+			MaxStep:          2*k + 4,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		var wg sync.WaitGroup
+		errs := make(chan error, sessions)
+		for _, ag := range ags {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := ag.Generate(ctx, []*schema.Message{schema.UserMessage("go")})
+				if err != nil || out.Content != "done" {
+					errs <- fmt.Errorf("%v %v", out, err)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*sessions*(k+1))/b.Elapsed().Seconds(), "steps/s")
 }
