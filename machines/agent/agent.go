@@ -202,6 +202,8 @@ var (
 		id := ev.(ToolDetached).CallID
 		return id != "" && c.background(id) < 0
 	}}
+	// gHasBackground: background tools still run.
+	gHasBackground = &guard{Name: "hasBackground", Test: func(c *Ctx, _ chart.Event) bool { return len(c.Background) > 0 }}
 	gHardStopTimer = &guard{Name: "hardStopTimer", Test: func(c *Ctx, ev chart.Event) bool {
 		t := ev.(TimerFired)
 		return c.Timer.Matches(TimerHardStop, t.Seq) && t.Name == TimerHardStop
@@ -486,7 +488,19 @@ var (
 		out.Emit(ContinueTurn{})
 	}, "continue-turn")
 
-	aCancelIdle        = act(clearInbox, "inbox")
+	aCancelIdle = act(clearInbox, "inbox")
+	// A cancel while the gate judges a prompt ends that prompt (it is the
+	// work in progress, as a running turn's prompt would be) and rests:
+	// like a cancelled turn, it starts nothing, whatever stays queued.
+	aCancelGate = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		cause := ev.(Cancel).Cause
+		if c.gatedHead() {
+			takeHead(c, OpDiscarded, out)
+		}
+		out.Emit(AbortGate{ID: c.Gating, Cause: cause})
+		c.Gating = ""
+		clearInbox(c, ev, out)
+	}, "inbox", "abort-gate")
 	aCancelMaintenance = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		clearInbox(c, ev, out)
 		setAbort(c, ev.(Cancel).Cause)
@@ -635,6 +649,8 @@ var Definition = &chart.Def[Ctx]{
 		{From: Idle, On: TrContinue, To: Running, Guard: gStartTurn, Action: aContinue},
 		{From: Idle, On: TrContinue, Action: aContinue},
 		{From: Idle, On: TrPause, Action: aPause},
+		{From: Gating, On: TrCancel, To: Waiting, Guard: gHasBackground, Action: aCancelGate},
+		{From: Gating, On: TrCancel, To: Ready, Action: aCancelGate},
 		{From: Idle, On: TrCancel, Action: aCancelIdle},
 		{From: Idle, On: TrClose, To: Closing, Action: aCloseIdle},
 		{From: Ready, On: TrMaintenanceStart, To: Maintenance},

@@ -89,6 +89,14 @@ type PromptBlocked struct {
 	Reason string
 }
 
+// AbortGate asks the adapter to stop judging prompt ID (cancel the
+// OnBeforeSubmitPrompt hooks) with Cause: a cancel arrived while the gate
+// judged it, and the prompt was taken off the queue.
+type AbortGate struct {
+	ID    vocab.ID
+	Cause vocab.CancelCause
+}
+
 // Cleanup asks the adapter to release the session (stop background tools,
 // close scopes) and answer Closed.
 type Cleanup struct{}
@@ -125,6 +133,14 @@ func (GatePrompt) EffectName() string { return "gate-prompt" }
 
 // EffectName implements chart.Effect: prompt-blocked.
 func (PromptBlocked) EffectName() string { return "prompt-blocked" }
+
+// EffectName implements chart.Effect: abort-gate.
+func (AbortGate) EffectName() string { return "abort-gate" }
+
+// String renders the effect for tables and logs.
+func (e AbortGate) String() string {
+	return fmt.Sprintf("abort-gate %s cause=%s", e.ID, e.Cause.String())
+}
 
 // EffectName implements chart.Effect: cleanup.
 func (Cleanup) EffectName() string { return "cleanup" }

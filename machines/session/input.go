@@ -26,7 +26,6 @@ func (c *Core) apply(in vocab.Input) error {
 	case vocab.InCancel:
 		c.cause = *in.Cause
 		c.emitInput(in)
-		c.cancelGate()
 		c.fireNow(agent.Cancel{Cause: *in.Cause, KeepInbox: in.KeepInbox})
 		c.ack(in)
 	case vocab.InHooks:
@@ -147,6 +146,8 @@ func (c *Core) message(in vocab.Input) error {
 		}
 		return vocab.Errorf(vocab.CodeBadInput, "%s refused: %v", in.Kind, err)
 	}
+	c.used[in.ID] = struct{}{}
+	c.usedList = append(c.usedList, in.ID)
 	c.ack(in)
 	return nil
 }
@@ -172,27 +173,6 @@ func (c *Core) fireNow(ev chart.Event) {
 
 func (c *Core) emitInput(in vocab.Input) { c.emit(in.EventKind(), in) }
 
-// cancelGate ends the judging of a prompt by a before-submit-prompt hook
-// when a cancel arrives: the judged prompt is the one in progress, so it
-// ends cancelled like a running turn's prompt.
-func (c *Core) cancelGate() {
-	if !c.m.agent.In(c.agent, agent.Gating) || c.agent.Ctx.Gating == "" {
-		return
-	}
-	for _, p := range c.work {
-		if p.kind == WorkHook && p.hook == vocab.HookBeforeSubmitPrompt {
-			c.cancel(p.id, c.cause)
-			break
-		}
-	}
-	id := c.agent.Ctx.Gating
-	if c.agent.Ctx.Queued(id) {
-		c.enqueue(fireReq{kind: reqAgent, ev: agent.Drop{ID: id}})
-	}
-	c.enqueue(fireReq{kind: reqAgent, ev: agent.PromptBlock{Reason: "cancelled"}})
-	c.run()
-}
-
 // resumable reports whether the history ends where the model owes a
 // reply: after tool results, or after tool calls without their results.
 func (c *Core) resumable() bool {
@@ -210,6 +190,11 @@ func (c *Core) modelDone(in vocab.Input) {
 	c.model = 0
 	reply, finish := c.normalize(*in.Reply, in.Finish, in.Work)
 	in.Reply, in.Finish = &reply, finish
+	if reply.IsEmptyReply() {
+		// An empty reply is never committed: close the message its
+		// stream opened (a retry opens its own).
+		c.closeReply()
+	}
 	if reply.IsEmptyReply() && c.cfg.Hooks.RequestError {
 		err := &vocab.Error{Code: vocab.CodeEmptyResponse, Message: "the model returned an empty response", Retryable: true}
 		if finish == vocab.FinishFiltered {
@@ -265,7 +250,7 @@ func (c *Core) normalize(m vocab.Message, finish vocab.FinishReason, work uint64
 	}
 	if m.HasToolCalls() {
 		seen := make([]string, 0, 4)
-		n := 0
+		n, cloned := 0, false
 		for i := range m.Parts {
 			p := &m.Parts[i]
 			if p.Kind != vocab.PartToolCall || p.Call == nil {
@@ -273,7 +258,13 @@ func (c *Core) normalize(m vocab.Message, finish vocab.FinishReason, work uint64
 			}
 			n++
 			id := p.Call.ID
-			if id == "" || slices.Contains(seen, id) {
+			if _, used := c.callIDs[id]; id == "" || used || slices.Contains(seen, id) {
+				if !cloned {
+					// The logged input keeps the model's own ids.
+					m.Parts = slices.Clone(m.Parts)
+					p = &m.Parts[i]
+					cloned = true
+				}
 				cc := *p.Call
 				cc.ID = string(c.derivedID("call", work)) + "-" + itoa(uint64(n))
 				p.Call = &cc
@@ -364,6 +355,7 @@ func (c *Core) verdict(p *pending, v vocab.HookVerdict) {
 			c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelFailed{Err: v.Err, Jitter: f.Jitter}})
 		case v.Retry:
 			c.history = slices.Clone(v.History)
+			c.indexCalls()
 			c.emit(vocab.EventHistoryReplaced, vocab.HistoryPayload{By: "error-handler", Messages: v.History})
 			if f.Kind == vocab.InModelDone {
 				// An empty reply the handler recovered from: the next
@@ -507,4 +499,17 @@ func cloneMessages(ms []vocab.Message) []vocab.Message {
 		out[i] = vocab.CloneMessage(m)
 	}
 	return out
+}
+
+// indexCalls rebuilds the set of tool call ids in history (after the
+// history was replaced, or restored).
+func (c *Core) indexCalls() {
+	c.callIDs = map[string]struct{}{}
+	for _, m := range c.history {
+		for _, p := range m.Parts {
+			if p.Kind == vocab.PartToolCall && p.Call != nil {
+				c.callIDs[p.Call.ID] = struct{}{}
+			}
+		}
+	}
 }

@@ -178,7 +178,9 @@ func (c *Core) agentEffect(eff chart.Effect) {
 				c.resolve(m.ID, vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: &cause})
 			}
 		case agent.OpReplaced:
-			if f.Replaced != nil {
+			// A reminder replaced by a newer one leaves; a prompt the
+			// gate rewrote keeps its id.
+			if f.Replaced != nil && (len(f.Messages) == 0 || f.Messages[0].ID != f.Replaced.ID) {
 				delete(c.live, f.Replaced.ID)
 			}
 		}
@@ -212,6 +214,13 @@ func (c *Core) agentEffect(eff chart.Effect) {
 		} else {
 			c.enqueue(fireReq{kind: reqAgent, ev: agent.PromptPass{}})
 		}
+	case agent.AbortGate:
+		for _, p := range c.work {
+			if p.kind == WorkHook && p.hook == vocab.HookBeforeSubmitPrompt {
+				c.cancel(p.id, f.Cause)
+				break
+			}
+		}
 	case agent.PromptBlocked:
 		delete(c.live, f.ID)
 		c.resolve(f.ID, vocab.PromptResult{Kind: vocab.PromptBlocked, Detail: f.Reason})
@@ -230,13 +239,18 @@ func (c *Core) agentEffect(eff chart.Effect) {
 
 // beginTurn starts turn f.Turn: turn/start, then the claims.
 func (c *Core) beginTurn(f agent.StartTurn) {
-	c.turnNo, c.prompt, c.step = f.Turn, f.PromptID, 0
+	c.turnNo, c.prompt, c.step = f.Turn, "", 0
+	if slices.Contains(c.prompts, f.PromptID) {
+		// A steer re-targeted to the next turn heads it, but it is no
+		// prompt: nobody waits for its result.
+		c.prompt = f.PromptID
+	}
 	c.lastFinish, c.stopReason, c.stepOpen, c.resume = "", "", false, f.Resume
 	c.claim = append(c.claim[:0], f.Claimed...)
 	c.inTurn = true
 	c.emit(vocab.EventTurnStart, nil)
-	if f.PromptID != "" {
-		c.emit(vocab.EventPrompt, vocab.PromptPayload{Prompt: f.PromptID, State: "running"})
+	if c.prompt != "" {
+		c.emit(vocab.EventPrompt, vocab.PromptPayload{Prompt: c.prompt, State: "running"})
 	}
 	cfg := turn.Config{Turn: f.Turn, MaxSteps: c.cfg.MaxSteps, AbortGrace: c.cfg.AbortGrace}
 	if c.cfg.MaxAttempts > 0 {
@@ -269,8 +283,7 @@ func (c *Core) stopAll() {
 	for len(c.work) > 0 {
 		c.cancel(c.work[0].id, cause)
 	}
-	c.workSeq++
-	c.rd.Work = append(c.rd.Work, Work{ID: c.workSeq, Op: Start, Kind: WorkStop, Cause: &cause})
+	c.start(&pending{kind: WorkStop}, Work{Cause: &cause})
 }
 
 // dispose resolves what a closed session still owes: every prompt still

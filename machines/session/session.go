@@ -61,7 +61,9 @@ var (
 	// ErrBadInput: the input is malformed (a missing message, a role a
 	// caller may not send, an empty reminder key, a negative option).
 	ErrBadInput = vocab.CodeBadInput.Err()
-	// ErrDuplicateID: the input's id is already queued or running.
+	// ErrDuplicateID: the input's id was already used in this session
+	// (queued, running, or done: ids are never reused, so every message
+	// of a history has its own).
 	ErrDuplicateID = vocab.Code("input.duplicate_id").Err()
 	// ErrNotIdle: maintenance needs an idle agent with nothing to wait for.
 	ErrNotIdle = vocab.CodeNotIdle.Err()
@@ -243,8 +245,15 @@ type Core struct {
 	cause vocab.CancelCause
 	// live holds the ids of queued and running inputs (prompt ids until
 	// their result).
-	live    map[vocab.ID]struct{}
-	prompts []vocab.ID // prompts waiting for a result, in submission order
+	live map[vocab.ID]struct{}
+	// used holds every caller message id the session accepted (usedList
+	// the same in order, for snapshots): caller ids are never reused.
+	// callIDs holds every tool call id in history: a reply's calls get ids
+	// unique among them.
+	used     map[vocab.ID]struct{}
+	usedList []vocab.ID
+	callIDs  map[string]struct{}
+	prompts  []vocab.ID // prompts waiting for a result, in submission order
 	// blocking is the prompt the gate is blocking in the fire being
 	// settled.
 	blocking vocab.ID
@@ -274,7 +283,8 @@ func New(cfg Config, m *Machines) (*Core, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Core{cfg: cfg.withDefaults(), m: m, live: map[vocab.ID]struct{}{}, status: agent.StatusIdle}
+	c := &Core{cfg: cfg.withDefaults(), m: m, live: map[vocab.ID]struct{}{}, used: map[vocab.ID]struct{}{},
+		callIDs: map[string]struct{}{}, status: agent.StatusIdle}
 	if m == nil {
 		return nil, vocab.Errorf(vocab.CodeBadInput, "session: no machines")
 	}
@@ -395,10 +405,13 @@ func (c *Core) Validate(in vocab.Input) error {
 		if in.Kind == vocab.InRemind && in.Key == "" {
 			return vocab.Errorf(vocab.CodeBadInput, "remind: empty key")
 		}
-		if _, dup := c.live[in.ID]; dup {
-			return vocab.Errorf(ErrDuplicateID.(*vocab.Error).Code, "%s: id %s is already queued or running", in.Kind, in.ID)
+		if _, dup := c.used[in.ID]; dup {
+			return vocab.Errorf(ErrDuplicateID.(*vocab.Error).Code, "%s: id %s was already used in this session", in.Kind, in.ID)
 		}
 	case vocab.InWithdraw:
+		if c.closing() {
+			return vocab.Errorf(vocab.CodeClosed, "session %s is closing", c.cfg.Session)
+		}
 		if in.Target == "" {
 			return vocab.Errorf(vocab.CodeBadInput, "withdraw: no target id")
 		}
@@ -406,10 +419,17 @@ func (c *Core) Validate(in vocab.Input) error {
 			return vocab.Errorf(ErrNotQueued.(*vocab.Error).Code, "withdraw: %s is not queued", in.Target)
 		}
 	case vocab.InCancel:
+		if c.closing() {
+			return vocab.Errorf(vocab.CodeClosed, "session %s is closing", c.cfg.Session)
+		}
 		if in.Cause == nil || in.Cause.Kind == "" {
 			return vocab.Errorf(vocab.CodeBadInput, "cancel: no cause")
 		}
-	case vocab.InPause, vocab.InContinue, vocab.InClose:
+	case vocab.InPause, vocab.InContinue:
+		if c.closing() {
+			return vocab.Errorf(vocab.CodeClosed, "session %s is closing", c.cfg.Session)
+		}
+	case vocab.InClose:
 	case vocab.InHooks:
 		for _, h := range in.Slots {
 			switch h {
@@ -419,6 +439,9 @@ func (c *Core) Validate(in vocab.Input) error {
 			}
 		}
 	case vocab.InMaintenanceStart:
+		if c.closing() {
+			return vocab.Errorf(vocab.CodeClosed, "session %s is closing", c.cfg.Session)
+		}
 		if in.ID == "" {
 			return vocab.Errorf(vocab.CodeBadInput, "maintenance.start: no id")
 		}
@@ -463,6 +486,13 @@ func (c *Core) stale(in vocab.Input) bool {
 	case vocab.InModelParts, vocab.InModelDone, vocab.InModelFailed, vocab.InToolUpdate, vocab.InToolDone,
 		vocab.InHookDone, vocab.InTimerFired, vocab.InMaintenanceDone:
 		return c.find(in.Work) == nil
+	case vocab.InStopped:
+		for _, p := range c.work {
+			if p.kind == WorkStop {
+				return false
+			}
+		}
+		return true
 	}
 	return false
 }
@@ -535,8 +565,11 @@ const (
 )
 
 // Work is one piece of work to start or cancel. Only the fields of its
-// kind are set. A cancelled piece of work is no longer outstanding: its
-// later results are stale.
+// kind are set. A cancelled model request, hook or timer is no longer
+// outstanding: its later results are stale. A cancelled tool call or
+// maintenance job is asked to stop but stays outstanding until it answers
+// (a tool's result still counts within its abort grace); it may be
+// cancelled again when its batch ends.
 type Work struct {
 	ID   uint64   `json:"id"`
 	Op   WorkOp   `json:"op"`

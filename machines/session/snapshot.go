@@ -43,6 +43,9 @@ type snapshot struct {
 	Now        time.Time                 `json:"now"`
 	Status     agent.PublicStatus        `json:"status"`
 	Prompts    []vocab.ID                `json:"prompts,omitempty"`
+	Used       []vocab.ID                `json:"used,omitempty"`
+	ReplyKind  vocab.PartKind            `json:"replyKind,omitempty"`
+	ReplyBuf   string                    `json:"replyBuf,omitempty"`
 	Closed     bool                      `json:"closed,omitempty"`
 }
 
@@ -85,14 +88,18 @@ func (c *Core) Snapshot() ([]byte, error) {
 	s := snapshot{Version: SnapshotVersion, Config: c.cfg, Agent: c.m.agent.Snapshot(c.agent), TurnNo: c.turnNo, Step: c.step,
 		Prompt: c.prompt, StepOpen: c.stepOpen, InTurn: c.inTurn, Resume: c.resume, Concluded: c.concluded, LastFinish: c.lastFinish,
 		StopReason: c.stopReason, Claim: c.claim, History: c.history, Model: c.model, Next: c.next, WorkSeq: c.workSeq,
-		Seq: c.seq, Now: c.now, Status: c.status, Prompts: c.prompts, Closed: c.closed}
+		Seq: c.seq, Now: c.now, Status: c.status, Prompts: c.prompts, Closed: c.closed, Used: c.usedList}
 	if c.turn != nil {
 		t := c.m.turn.Snapshot(c.turn)
 		s.Turn = &t
 	}
 	if c.reply.open || len(c.reply.msg.Parts) > 0 || c.reply.buf.Len() > 0 {
-		m := c.reply.Message()
+		// Read the assembler as it stands, without flushing its buffer:
+		// taking a snapshot must not change the core.
+		m := c.reply.msg
+		m.Parts = slices.Clone(m.Parts)
 		s.Reply, s.ReplyOpen = &m, c.reply.open
+		s.ReplyKind, s.ReplyBuf = c.reply.kind, c.reply.buf.String()
 	}
 	for _, cl := range c.batch {
 		cs := callSnapshot{Call: cl.Call, Work: cl.work, Skip: cl.skip, Abort: cl.abort}
@@ -145,7 +152,15 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 	if s.Reply != nil {
 		c.reply.msg.Parts = s.Reply.Parts
 		c.reply.open = s.ReplyOpen
+		c.reply.kind = s.ReplyKind
+		c.reply.buf.WriteString(s.ReplyBuf)
 	}
+	c.used = make(map[vocab.ID]struct{}, len(s.Used))
+	c.usedList = s.Used
+	for _, id := range s.Used {
+		c.used[id] = struct{}{}
+	}
+	c.indexCalls()
 	for _, cs := range s.Batch {
 		cl := &call{Call: cs.Call, work: cs.Work, skip: cs.Skip, abort: cs.Abort}
 		if cs.Inst != nil {

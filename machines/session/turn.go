@@ -72,8 +72,10 @@ func (c *Core) gateDecide(claimed []vocab.Message) {
 		c.unclaim(claimed, "cancelled")
 		return
 	}
-	first := c.turn.Ctx.Step == 0
-	if len(claimed) == 0 && first && !c.resume && !c.resumable() {
+	owed := c.turn.Ctx.Step == 0 || c.turn.Ctx.Concluded
+	resume := c.resume
+	c.resume = false // Continue's resume is for the turn's first step only
+	if len(claimed) == 0 && owed && !resume && !c.resumable() {
 		c.enqueue(fireReq{kind: reqTurn, ev: turn.GateEmpty{}})
 		return
 	}
@@ -104,9 +106,13 @@ func (c *Core) startRequest(f turn.StartRequest) {
 // salvaged of its partial reply (text and thinking; tool calls without
 // results are dropped).
 func (c *Core) cancelRequest(cause vocab.CancelCause) {
-	if c.model != 0 {
-		c.cancel(c.model, cause)
+	if c.model == 0 {
+		// The reply already arrived (an error handler is judging it):
+		// there is nothing in flight to salvage.
+		c.closeReply()
+		return
 	}
+	c.cancel(c.model, cause)
 	partial := c.reply.Message()
 	partial.Parts = slices.DeleteFunc(partial.Parts, func(p vocab.Part) bool { return p.Kind == vocab.PartToolCall })
 	if len(partial.Parts) > 0 {
@@ -130,6 +136,11 @@ func (c *Core) commitReply(f turn.CommitReply) {
 	}
 	c.emit(vocab.EventUsage, vocab.UsagePayload{Usage: f.Usage})
 	c.history = append(c.history, f.Reply)
+	for _, p := range f.Reply.Parts {
+		if p.Kind == vocab.PartToolCall && p.Call != nil {
+			c.callIDs[p.Call.ID] = struct{}{}
+		}
+	}
 	c.lastFinish = f.Finish
 	var p any = vocab.MessagePayload{Message: f.Reply} // one boxed value, two events
 	c.emit(vocab.EventMessageEnd, p)

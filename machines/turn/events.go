@@ -27,7 +27,8 @@ const (
 // this step.
 type GateProceed struct{ Claimed int }
 
-// GateEmpty: the gate found nothing to say on the turn's first step; the
+// GateEmpty: the gate found nothing to say (on the turn's first step, or
+// after a concluded reply); the
 // turn closes without a model call.
 type GateEmpty struct{}
 

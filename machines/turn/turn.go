@@ -66,8 +66,12 @@ type (
 // ---- guards (pure predicates, named for diagrams and errors) ----
 
 var (
-	gFirstStep = &guard{Name: "firstStep", Test: func(c *Ctx, _ chart.Event) bool { return c.Step == 0 }}
-	gBlocked   = &guard{Name: "blocked", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(GateRefuse).Blocked }}
+	// gNothingOwed: the model owes no reply, so a step with nothing new to
+	// say ends the turn: the turn's first step, or a later one after a
+	// concluded reply (the input that kept the turn alive was dropped by
+	// the gate's hooks).
+	gNothingOwed = &guard{Name: "nothingOwed", Test: func(c *Ctx, _ chart.Event) bool { return c.Step == 0 || c.Concluded }}
+	gBlocked     = &guard{Name: "blocked", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(GateRefuse).Blocked }}
 	// A reply cut off by the output limit: its tool calls are not executed
 	// and the turn stops at the drain.
 	gTruncatedCalls = &guard{Name: "truncatedCalls", Test: func(_ *Ctx, ev chart.Event) bool {
@@ -370,7 +374,7 @@ var Definition = &chart.Def[Ctx]{
 		TrToolStarted, TrToolOutcome, TrDrained, TrAbort, TrPause, TrContinue, TrStop},
 	Transitions: []edge{
 		{From: Gating, On: TrGateProceed, To: Thinking, Action: aProceed},
-		{From: Gating, On: TrGateEmpty, To: Done, Guard: gFirstStep, Action: aGateEmpty},
+		{From: Gating, On: TrGateEmpty, To: Done, Guard: gNothingOwed, Action: aGateEmpty},
 		{From: Gating, On: TrGateRefuse, To: Done, Guard: gBlocked, Action: aGateBlocked},
 		{From: Gating, On: TrGateRefuse, To: Failed, Action: aGateFail},
 		{From: Gating, On: TrAbort, To: Aborted, Action: aAbort},
