@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"iter"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/loopchart/loopchart/adapters/clock"
@@ -103,6 +104,11 @@ type Service struct {
 	OnTurnStopping *hooks.SerialSlot[StepInfo, struct{}]
 
 	errors *hooks.Slot[*ErrorContext]
+
+	slotMu   sync.Mutex
+	slotSet  bool
+	slotMask uint8
+	slotList []vocab.HookName
 }
 
 // StepInfo locates a step.
@@ -183,24 +189,30 @@ func New(opt Options) (*Service, error) {
 	return s, nil
 }
 
-// slots lists the hook slots that have handlers now.
+// slots lists the hook slots that have handlers now. The lane asks before
+// every batch of inputs, so the answer is cached while the set is the
+// same.
 func (s *Service) slots() []vocab.HookName {
+	var mask uint8
+	for i, n := range [...]int{s.OnWillBeginStep.Len(), s.OnDidFinishStep.Len(), s.OnTurnStopping.Len(),
+		s.OnBeforeSubmitPrompt.Len(), s.errors.Len()} {
+		if n > 0 {
+			mask |= 1 << i
+		}
+	}
+	s.slotMu.Lock()
+	defer s.slotMu.Unlock()
+	if s.slotSet && mask == s.slotMask {
+		return s.slotList
+	}
 	var out []vocab.HookName
-	if s.OnWillBeginStep.Len() > 0 {
-		out = append(out, vocab.HookWillBeginStep)
+	for i, h := range [...]vocab.HookName{vocab.HookWillBeginStep, vocab.HookDidFinishStep, vocab.HookTurnStopping,
+		vocab.HookBeforeSubmitPrompt, vocab.HookRequestError} {
+		if mask&(1<<i) != 0 {
+			out = append(out, h)
+		}
 	}
-	if s.OnDidFinishStep.Len() > 0 {
-		out = append(out, vocab.HookDidFinishStep)
-	}
-	if s.OnTurnStopping.Len() > 0 {
-		out = append(out, vocab.HookTurnStopping)
-	}
-	if s.OnBeforeSubmitPrompt.Len() > 0 {
-		out = append(out, vocab.HookBeforeSubmitPrompt)
-	}
-	if s.errors.Len() > 0 {
-		out = append(out, vocab.HookRequestError)
-	}
+	s.slotMask, s.slotList, s.slotSet = mask, out, true
 	return out
 }
 

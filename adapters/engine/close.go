@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/loopchart/loopchart/vocab"
@@ -17,7 +18,14 @@ func (e *Engine) Close(ctx context.Context) error {
 	if reentrant(ctx, e) {
 		return vocab.Errorf(vocab.CodeReentrant, "Close called from a tool or hook of its own session")
 	}
-	err := e.call(item{in: vocab.Input{Kind: vocab.InClose, At: e.opt.Clock.Now(), ID: e.newID()}})
+	err := e.callCtx(ctx, item{in: vocab.Input{Kind: vocab.InClose, At: e.opt.Clock.Now(), ID: e.newID()}})
+	if ctx.Err() != nil && err != nil && errors.Is(err, context.Cause(ctx)) {
+		// The lane did not take the close in time (a sink that hangs in
+		// Append, say): cancel everything, the append's context included.
+		e.stopAll(vocab.Errorf(vocab.CodeStuck, "close deadline passed"))
+		e.forceMu.Do(func() { close(e.force) })
+		return vocab.Errorf(vocab.CodeStuck, "close deadline passed before the session took the close (the lane was busy: a hung event sink append?): %w", err)
+	}
 	if err != nil && vocab.CodeOf(err) != vocab.CodeClosed {
 		// The session had already stopped on a failure: wait for its work.
 		e.waitWorkers(ctx)

@@ -209,11 +209,11 @@ func New(opt Options) (*Engine, error) {
 		Tools: opt.Tools.Specs(), MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop}
 	m := machines.Get().(*session.Machines)
 	core, err := session.New(cfg, m)
-	core.Use(nil)
 	machines.Put(m)
 	if err != nil {
 		return nil, err
 	}
+	core.Use(nil)
 	var backing eventlog.Reader
 	if r, ok := opt.Sink.(eventlog.Reader); ok {
 		backing = r
@@ -353,17 +353,9 @@ func (e *Engine) RunMaintenance(ctx context.Context, fn func(ctx context.Context
 	if err := e.call(item{in: vocab.Input{Kind: vocab.InMaintenanceStart, At: e.opt.Clock.Now(), ID: id}, job: j}); err != nil {
 		return err
 	}
-	select {
-	case err := <-j.done:
-		return err
-	case <-e.done:
-		select {
-		case err := <-j.done:
-			return err
-		default:
-			return e.stopErr()
-		}
-	}
+	// Exactly one answer comes: the job's own result once it ran, or the
+	// reason the session stopped before it started.
+	return <-j.done
 }
 
 // WhenIdle waits until the agent is idle with nothing queued that would

@@ -913,7 +913,6 @@ func TestOptionsValidation(t *testing.T) {
 				// returns a nil core, and core.Use(nil) dereferences it
 				// before err is checked (and the lent Machines are never
 				// put back).
-				t.Skip("known bug: New panics (nil *session.Core) on a config the core refuses, instead of returning input.bad")
 			}
 			e, err := newRecovered(opt)
 			if e != nil {

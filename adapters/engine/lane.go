@@ -25,14 +25,23 @@ type item struct {
 }
 
 // call posts a caller's input and waits until it is recorded or refused.
-func (e *Engine) call(it item) error {
+func (e *Engine) call(it item) error { return e.callCtx(nil, it) }
+
+// callCtx is call, giving up when ctx (nil: never) ends first.
+func (e *Engine) callCtx(ctx context.Context, it item) error {
 	it.reply = make(chan error, 1)
 	if err := e.post(it, nil); err != nil {
 		return err
 	}
+	var stop <-chan struct{}
+	if ctx != nil {
+		stop = ctx.Done()
+	}
 	select {
 	case err := <-it.reply:
 		return err
+	case <-stop:
+		return context.Cause(ctx)
 	case <-e.done:
 		select {
 		case err := <-it.reply:
@@ -118,12 +127,26 @@ func (e *Engine) drive(self *worker) {
 		e.box = e.spare[:0]
 		e.mu.Unlock()
 		e.syncSlots()
+		queries := false
 		for i := range batch {
+			if batch[i].query != nil {
+				queries = true
+				continue
+			}
 			e.step(&batch[i])
-			batch[i] = item{}
 		}
-		e.spare = batch[:0]
 		e.flush(self)
+		if queries {
+			// Queries see the batch's inputs applied and their events
+			// durable, never a core ahead of its log.
+			for i := range batch {
+				if batch[i].query != nil && e.core != nil {
+					batch[i].query(e.core)
+				}
+			}
+		}
+		clear(batch)
+		e.spare = batch[:0]
 	}
 }
 
@@ -173,10 +196,6 @@ func (e *Engine) step(it *item) {
 		if it.reply != nil {
 			it.reply <- e.stopErr()
 		}
-		return
-	}
-	if it.query != nil {
-		it.query(e.core)
 		return
 	}
 	in := it.in

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -638,13 +640,22 @@ func TestInjectScalesLinearly(t *testing.T) {
 		return d
 	}
 	// Under -race every inject costs about 20 times as much: keep the 5×
-	// step but make it smaller, so the package stays quick to test.
+	// step but make it smaller, so the package stays quick to test. The
+	// best of three runs of each size keeps GC and scheduling noise out.
 	small, large := 10_000, 50_000
 	if raceEnabled {
-		small, large = 2_000, 10_000
+		small, large = 1_000, 5_000
+	}
+	best := func(n int) time.Duration {
+		d := time.Duration(math.MaxInt64)
+		for range 3 {
+			runtime.GC()
+			d = min(d, run(n))
+		}
+		return d
 	}
 	run(1_000) // warm up
-	ds, dl := run(small), run(large)
+	ds, dl := best(small), best(large)
 	ratio := float64(dl) / float64(ds)
 	t.Logf("%d injects: %s; %d injects: %s; ratio %.1f (linear: 5, quadratic: 25)", small, ds, large, dl, ratio)
 	if ratio >= 10 {
@@ -722,8 +733,27 @@ func TestIdleEnginesHoldNoGoroutine(t *testing.T) {
 	}
 	h2 := heap()
 	used := int64(h2-h0) / n
+
+	// For comparison: fresh engines that share one id source (the
+	// default ULID source allocates a 4 KB id arena per engine).
+	ids := vocab.NewULIDSource(nil)
+	h3 := heap()
+	shared := make([]*Engine, n)
+	for i := range shared {
+		e, err := New(Options{Provider: prov, Clock: clk, IDs: ids})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared[i] = e
+	}
+	freshShared := int64(heap()-h3) / n
+	for _, e := range shared {
+		if err := e.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}
 	t.Logf("goroutines: %d before, %d with %d idle engines after one prompt each", g0, g2, n)
-	t.Logf("heap per idle engine: %d bytes fresh, %d bytes after one completed prompt (events kept in its in-memory log)", fresh, used)
+	t.Logf("heap per idle engine: %d bytes fresh (%d with a shared id source), %d bytes after one completed prompt (events kept in its in-memory log)", fresh, freshShared, used)
 	if fresh >= 64<<10 {
 		t.Errorf("a fresh engine holds %d bytes, want < 64 KB", fresh)
 	}
@@ -738,7 +768,9 @@ func TestIdleEnginesHoldNoGoroutine(t *testing.T) {
 // appendOnly hides that a sink can be read back.
 type appendOnly struct{ m *eventlog.Memory }
 
-func (a appendOnly) Append(ctx context.Context, batch []vocab.Event) error { return a.m.Append(ctx, batch) }
+func (a appendOnly) Append(ctx context.Context, batch []vocab.Event) error {
+	return a.m.Append(ctx, batch)
+}
 
 // loopProvider calls tool "noop" for the first n requests of each turn,
 // then answers.
@@ -851,7 +883,9 @@ func TestStreamPartsReachTheCore(t *testing.T) {
 	if err := clk.WaitForPending(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	// The first delta is in the core before the reply is done.
+	// The first delta reaches the core before the reply is done (the
+	// input may still be queued behind the Submit that started the turn).
+	waitFor(t, func() bool { return len(inputs(h.log.Events(), vocab.InModelParts)) > 0 })
 	parts := inputs(h.log.Events(), vocab.InModelParts)
 	if len(parts) != 1 || len(parts[0].Parts) != 1 || parts[0].Parts[0].Text != "Hel" {
 		t.Fatalf("model.parts while the model sleeps: %+v, want one with \"Hel\"", parts)
@@ -1165,6 +1199,8 @@ func TestCloseDuringMaintenance(t *testing.T) {
 	if err := h.e.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
+	// The job's own result, the disposed cause, is what RunMaintenance
+	// returns.
 	var cause vocab.CancelCause
 	if err := <-rc; !errors.As(err, &cause) || cause.Kind != vocab.CancelDisposed {
 		t.Errorf("job ended with %v, want cancelled by disposed", err)
@@ -1174,6 +1210,58 @@ func TestCloseDuringMaintenance(t *testing.T) {
 	}
 	if st := h.e.Stats(); st.Jobs != 0 || st.Workers != 0 {
 		t.Errorf("after Close: %+v", st)
+	}
+}
+
+// RunMaintenance returns what its job returned, even when the session
+// closes as the job ends: the caller must not be told "closed" about a job
+// that ran to its end. (Racy by nature: each round has a small chance to
+// hit the window, so the test runs many: under -race about 1 round in 100
+// returns ErrClosed; without -race it seldom happens.)
+func TestRunMaintenanceResultSurvivesClose(t *testing.T) {
+	jobErr := errors.New("compacted, then told to stop")
+	const rounds = 1000
+	closedInstead := 0
+	for range rounds {
+		e, err := New(Options{Provider: answering("x"), IDs: &vocab.SeqSource{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := testCtx(t)
+		started := make(chan struct{})
+		rc := make(chan error, 1)
+		go func() {
+			rc <- e.RunMaintenance(ctx, func(jobCtx context.Context) error {
+				close(started)
+				<-jobCtx.Done()
+				return jobErr
+			})
+		}()
+		<-started
+		// A latched prompt and a few idle waiters give the lane more to
+		// settle as it stops, which widens the window.
+		p, err := e.Submit(vocab.UserText("latched"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var idle sync.WaitGroup
+		for range 4 {
+			idle.Go(func() { _ = e.WhenIdle(ctx) })
+		}
+		if err := e.Close(ctx); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		idle.Wait()
+		<-p.Done()
+		switch err := <-rc; {
+		case errors.Is(err, ErrClosed):
+			closedInstead++
+		case err != jobErr:
+			t.Fatalf("RunMaintenance: %v, want the job's error", err)
+		}
+	}
+	if closedInstead > 0 {
+		t.Errorf("%d of %d RunMaintenance calls returned ErrClosed instead of the job's result", closedInstead, rounds)
 	}
 }
 
@@ -1267,17 +1355,21 @@ func TestStreamFlushBatchesParts(t *testing.T) {
 		t.Fatalf("ended %s", res)
 	}
 	// a at 0s, b at 0.6s, c at 1.2s (flush: "abc"), d at 1.8s (too soon
-	// after the flush: it comes with model.done).
+	// after the flush: it comes with model.done, or joins "abc" if that
+	// input was still queued).
 	var got []string
-	for _, in := range inputs(h.log.Events(), vocab.InModelParts) {
+	ins := inputs(h.log.Events(), vocab.InModelParts)
+	for _, in := range ins {
 		var b strings.Builder
 		for _, p := range in.Parts {
 			b.WriteString(p.Text)
 		}
 		got = append(got, b.String())
 	}
-	if strings.Join(got, "|") != "abc" {
-		t.Errorf("model.parts inputs %q, want [\"abc\"]", got)
+	if len(got) != 1 || (got[0] != "abc" && got[0] != "abcd") {
+		t.Errorf("model.parts inputs %q, want one: \"abc\" (or \"abcd\")", got)
+	} else if at := ins[0].At; at.Before(epoch.Add(time.Second)) {
+		t.Errorf("the first parts input came at %s, before StreamFlush had passed", at.Sub(epoch))
 	}
 	msgs := h.events(vocab.EventAssistant)
 	if len(msgs) != 1 || msgs[0].Payload.(vocab.MessagePayload).Message.Text() != "abcd" {
@@ -1291,41 +1383,299 @@ func TestStreamFlushBatchesParts(t *testing.T) {
 func TestQueriesSeeWholeBatches(t *testing.T) {
 	h := start(t, Options{Provider: answering("x")})
 	ctx := testCtx(t)
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		msg := vocab.UserText("note")
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+	// Three callers post reminders (one key each: a reminder replaces the
+	// last) while two others take snapshots, so queries share batches
+	// with inputs. Both stop after a bounded number of rounds: every
+	// accepted id stays in the snapshot, which grows with the run.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			msg := vocab.UserText("note")
+			for range 2000 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				msg.ID = ""
+				if _, err := h.e.Remind(fmt.Sprint("k", i), msg); err != nil {
+					return
+				}
 			}
-			msg.ID = ""
-			if _, err := h.e.Inject(msg); err != nil {
-				return
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	var failed, ahead atomic.Int32
+	var qs sync.WaitGroup
+	for range 2 {
+		qs.Go(func() {
+			for range 300 {
+				b, err := h.e.Snapshot(ctx)
+				if err != nil {
+					if failed.Add(1) == 1 {
+						t.Errorf("Snapshot while callers post: %v", err)
+					}
+					continue
+				}
+				var s coreSnapshot
+				if err := json.Unmarshal(b, &s); err != nil {
+					t.Errorf("snapshot: %v", err)
+					return
+				}
+				if n := uint64(h.log.Len()); s.Seq > n {
+					if ahead.Add(1) == 1 {
+						t.Errorf("snapshot at seq %d, the log holds %d events", s.Seq, n)
+					}
+				}
 			}
+		})
+	}
+	qs.Wait()
+	if failed.Load()+ahead.Load() > 0 {
+		t.Logf("%d of 600 snapshots failed, %d were ahead of the log", failed.Load(), ahead.Load())
+	}
+}
+
+// gateSink is a Memory whose appends can be held, to stop the lane at a
+// known point: while armed, each Append announces itself on entered and
+// waits for a value on release.
+type gateSink struct {
+	*eventlog.Memory
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newGateSink() *gateSink {
+	return &gateSink{Memory: eventlog.NewMemory(), entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gateSink) Append(ctx context.Context, batch []vocab.Event) error {
+	if g.armed.Load() {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	return g.Memory.Append(ctx, batch)
+}
+
+// waitQueued waits until the mailbox holds n items. It yields the
+// processor; it never sleeps.
+func waitQueued(t *testing.T, e *Engine, n int) {
+	t.Helper()
+	ctx := testCtx(t)
+	for e.Stats().Queued < n {
+		if ctx.Err() != nil {
+			t.Fatalf("mailbox holds %d items, want %d", e.Stats().Queued, n)
 		}
-	}()
-	defer func() { close(stop); <-stopped }()
-	var failed, ahead int
-	for range 2000 {
-		b, err := h.e.Snapshot(ctx)
-		if err != nil {
-			failed++
-			if failed == 1 {
-				t.Errorf("Snapshot while callers post: %v", err)
+		runtime.Gosched()
+	}
+}
+
+// A query that shares a batch with an input runs after that input's
+// events are durable: it never reports an event the log does not hold
+// (Seq, History, State), and Snapshot never finds a Ready half carried out.
+func TestQueryAfterInputInOneBatch(t *testing.T) {
+	for _, query := range []string{"Seq", "Snapshot"} {
+		t.Run(query, func(t *testing.T) {
+			sink := newGateSink()
+			h := start(t, Options{Provider: answering("x"), Sink: sink})
+			ctx := testCtx(t)
+			sink.armed.Store(true)
+			first := make(chan error, 1)
+			go func() { _, err := h.e.Remind("a", vocab.UserText("one")); first <- err }()
+			<-sink.entered // the lane is inside Append for the first batch
+			second := make(chan error, 1)
+			go func() { _, err := h.e.Remind("b", vocab.UserText("two")); second <- err }()
+			waitQueued(t, h.e, 1)
+			// seq is the core's last event and durable what the log held
+			// when the query ran on the lane.
+			var seq, durable uint64
+			q := make(chan error, 1)
+			go func() {
+				if query == "Seq" {
+					q <- h.e.query(ctx, func(c *session.Core) { seq, durable = c.Seq(), uint64(sink.Len()) })
+					return
+				}
+				_, err := h.e.Snapshot(ctx)
+				q <- err
+			}()
+			waitQueued(t, h.e, 2) // [second remind, query]
+			sink.release <- struct{}{}
+			// The lane (the first caller's goroutine, which returns once the
+			// mailbox is empty) steps the second remind and the query, and
+			// appends the second batch.
+			<-sink.entered
+			sink.armed.Store(false)
+			sink.release <- struct{}{}
+			if err := <-q; err != nil {
+				t.Errorf("%s: %v", query, err)
 			}
-			continue
-		}
-		if s := decodeSnapshot(t, b); s.Seq > uint64(h.log.Len()) {
-			ahead++
-			if ahead == 1 {
-				t.Errorf("snapshot at seq %d, the log holds %d events", s.Seq, h.log.Len())
+			if seq > durable {
+				t.Errorf("a query saw seq %d while the log held %d events", seq, durable)
 			}
+			for _, ch := range []chan error{first, second} {
+				if err := <-ch; err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// Close honours its ctx even when the lane is stuck in the sink (a store
+// that hangs): it returns when ctx ends instead of waiting for the append.
+func TestCloseHonoursCtxWhileSinkHangs(t *testing.T) {
+	sink := newGateSink()
+	h := start(t, Options{Provider: answering("x"), Sink: sink})
+	h.closeErr = ErrClosed
+	ctx := testCtx(t)
+	sink.armed.Store(true)
+	injected := make(chan error, 1)
+	go func() { _, err := h.e.Inject(vocab.UserText("stuck in the sink")); injected <- err }()
+	<-sink.entered // the lane is inside Append, and stays there
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			sink.armed.Store(false)
+			sink.release <- struct{}{}
 		}
 	}
-	if failed+ahead > 0 {
-		t.Logf("%d of 2000 snapshots failed, %d were ahead of the log", failed, ahead)
+	t.Cleanup(release)
+
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	closed := make(chan error, 1)
+	go func() { closed <- h.e.Close(short) }()
+	// A generous real bound: Close must give up at its 200 ms deadline.
+	bound := time.NewTimer(2 * time.Second)
+	defer bound.Stop()
+	select {
+	case err := <-closed:
+		if err == nil {
+			t.Errorf("Close returned nil while the lane is stuck in the sink")
+		}
+		release()
+	case <-bound.C:
+		release()
+		err := <-closed
+		t.Errorf("Close ignored its ctx while the sink hangs (returned %v only once the sink was released)", err)
+	}
+	if err := <-injected; err != nil {
+		t.Errorf("Inject: %v", err)
+	}
+}
+
+// A provider that ignores its cancellation and keeps streaming does not
+// flood the log: the parts of a request the core gave up on are not
+// forwarded one input (and one input/stale event) each.
+func TestCancelledStreamIsNotForwarded(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	release, finished := make(chan struct{}), make(chan struct{})
+	prov := providerFunc(func(context.Context, vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+		return func(yield func(vocab.StreamPart, error) bool) {
+			defer close(finished)
+			if !yield(vocab.StreamPart{Kind: vocab.StreamText, Text: "start"}, nil) {
+				return
+			}
+			<-release // ignores ctx
+			for range 1000 {
+				if !yield(vocab.StreamPart{Kind: vocab.StreamText, Text: "x"}, nil) {
+					return
+				}
+			}
+		}
+	})
+	h := start(t, Options{Provider: prov, Clock: clk})
+	ctx := testCtx(t)
+	p := h.submit("hi")
+	waitFor(t, func() bool { return len(inputs(h.log.Events(), vocab.InModelParts)) == 1 })
+	if err := h.e.Cancel(vocab.CancelCause{Kind: vocab.CancelUser}, false); err != nil {
+		t.Fatal(err)
+	}
+	if res := h.wait(p); res.Kind != vocab.PromptCancelled {
+		t.Fatalf("ended %s", res)
+	}
+	close(release)
+	<-finished
+	waitSettled(t, h.e)
+	if err := h.e.WhenIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.events(vocab.EventInputStale)); n > 2 {
+		t.Errorf("%d input/stale events for the parts of a cancelled request, want at most 2", n)
+	}
+}
+
+// waitFor waits until cond holds. It yields the processor; it never
+// sleeps.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	ctx := testCtx(t)
+	for !cond() {
+		if ctx.Err() != nil {
+			t.Fatal("condition never held")
+		}
+		runtime.Gosched()
+	}
+}
+
+// What a hook is handed is its own: a before-submit-prompt hook that
+// scribbles on the prompt it judges (instead of returning Rewritten)
+// changes neither the history nor the events already logged.
+func TestHookCannotEditThePromptInPlace(t *testing.T) {
+	hook := func(_ context.Context, call HookCall) vocab.HookVerdict {
+		if call.Prompt != nil && len(call.Prompt.Parts) > 0 {
+			call.Prompt.Parts[0].Text = "SCRIBBLED"
+		}
+		return vocab.HookVerdict{}
+	}
+	h := start(t, Options{Provider: answering("ok"), Hooks: map[vocab.HookName]HookFunc{vocab.HookBeforeSubmitPrompt: hook}})
+	ctx := testCtx(t)
+	if res := h.wait(h.submit("original")); res.Kind != vocab.PromptCompleted {
+		t.Fatalf("ended %s", res)
+	}
+	hist, err := h.e.History(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hist.At(0).Text(); got != "original" {
+		t.Errorf("history holds the prompt as %q", got)
+	}
+	if in := inputs(h.log.Events(), vocab.InSubmit); len(in) != 1 || in[0].Message.Text() != "original" {
+		t.Errorf("the logged input/submit now reads %q", in[0].Message.Text())
+	}
+}
+
+// A tool is handed its call by value; scribbling on its arguments changes
+// neither the history nor the logged reply.
+func TestToolCannotEditItsCallInPlace(t *testing.T) {
+	s := mustScript(t, `{"steps": [{"tool_calls": [{"id": "c1", "name": "scribbler", "args": {"path": "a"}}]}, {"parts": [{"text": "ok"}]}]}`)
+	clk := clock.NewFake(epoch)
+	scribbler := toolFunc{name: "scribbler", run: func(_ context.Context, call vocab.ToolCall, _ func(string)) (vocab.ToolResult, error) {
+		for i := range call.Args {
+			if call.Args[i] == 'a' {
+				call.Args[i] = 'Z'
+			}
+		}
+		return vocab.ToolResult{Content: "done"}, nil
+	}}
+	h := start(t, Options{Provider: scripted.New(s, clk), Clock: clk, Tools: mustRegistry(t, scribbler)})
+	ctx := testCtx(t)
+	if res := h.wait(h.submit("go")); res.Kind != vocab.PromptCompleted {
+		t.Fatalf("ended %s", res)
+	}
+	hist, err := h.e.History(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := hist.At(1).ToolCalls(); len(calls) != 1 || string(calls[0].Args) != `{"path":"a"}` {
+		t.Errorf("history holds the call as %+v", calls)
+	}
+	for _, ev := range h.events(vocab.EventToolCall) {
+		if got := string(ev.Payload.(vocab.ToolPayload).Call.Args); got != `{"path":"a"}` {
+			t.Errorf("the logged tool/call now reads %s", got)
+		}
 	}
 }

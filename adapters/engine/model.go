@@ -29,6 +29,11 @@ func (e *Engine) runModel(wk *worker) {
 				fail = err
 				return nil
 			}
+			if wk.ctx.Err() != nil {
+				// The request was cancelled: a provider that ignores its
+				// context is not listened to any longer.
+				return nil
+			}
 			a.Add(part)
 			// Text and thinking stream live; tool calls (which run only
 			// once the reply is whole) come with the reply.

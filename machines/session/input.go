@@ -235,8 +235,9 @@ func (c *Core) askErrorHandlers(err *vocab.Error, in *vocab.Input) {
 		return
 	}
 	cp := *in
+	e := *err // the hook's own copy
 	c.start(&pending{kind: WorkHook, hook: vocab.HookRequestError, turn: c.turnNo, failure: &cp},
-		Work{Hook: vocab.HookRequestError, Info: c.info(c.step), Err: err, Attempt: c.turn.Ctx.Attempt, History: c.History()})
+		Work{Hook: vocab.HookRequestError, Info: c.info(c.step), Err: &e, Attempt: c.turn.Ctx.Attempt, History: c.History()})
 }
 
 // normalize makes a reply safe to act on: an assistant message with an id,

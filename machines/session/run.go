@@ -208,7 +208,7 @@ func (c *Core) agentEffect(eff chart.Effect) {
 		c.enqueue(fireReq{kind: reqTurn, ev: turn.Continue{}})
 	case agent.GatePrompt:
 		if c.cfg.Hooks.BeforeSubmitPrompt {
-			m := f.Message
+			m := vocab.CloneMessage(f.Message) // the hook's own copy
 			c.start(&pending{kind: WorkHook, hook: vocab.HookBeforeSubmitPrompt, prompt: f.ID},
 				Work{Hook: vocab.HookBeforeSubmitPrompt, Prompt: &m, Info: StepInfo{Session: c.cfg.Session}, History: c.History()})
 		} else {

@@ -191,6 +191,7 @@ func (c *Core) launch(cl *call) {
 	}
 	c.settle(fireReq{kind: reqTool, call: cl})
 	tc := cl.inst.Ctx.Call
+	tc.Args = slices.Clone(tc.Args) // the tool's own copy
 	c.emit(vocab.EventToolExecutionStart, vocab.ToolPayload{Call: tc})
 	c.start(&pending{kind: WorkTool, turn: c.turnNo}, Work{Call: &tc})
 	cl.work = c.workSeq
