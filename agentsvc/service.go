@@ -58,7 +58,8 @@ type Options struct {
 	// Sink keeps every event; an in-memory log when nil.
 	Sink Sink
 	// Window is how many recent events stay in memory for Events; 0 means
-	// 1024.
+	// 64 when the Sink can read its events back (the default one can),
+	// else 1024.
 	Window int
 	Logger *slog.Logger
 	// Jitter draws the retry jitter in [0, 1); math/rand when nil.

@@ -100,7 +100,7 @@ func EventID(session ID, seq uint64) ID {
 // concurrent use (a session core owns one).
 type EventIDs struct{ buf []byte }
 
-const eventIDBlock = 4096
+const eventIDBlock = 512
 
 // ID returns EventID(session, seq).
 func (a *EventIDs) ID(session ID, seq uint64) ID {

@@ -55,7 +55,8 @@ type Options struct {
 	Sink eventlog.Sink
 	// Window is how many recent events stay in memory for live
 	// subscribers (older ones are read back from the Sink when it is an
-	// eventlog.Reader); 0 means eventlog.DefaultWindow.
+	// eventlog.Reader); 0 means 64 when the Sink can be read back, else
+	// eventlog.DefaultWindow.
 	Window int
 	// Logger logs lane diagnostics; discarded when nil.
 	Logger *slog.Logger
@@ -136,6 +137,13 @@ var (
 	ErrStuck = vocab.CodeStuck.Err()
 )
 
+// defaultIDs makes ids for every engine without an IDSource of its own
+// (one ULID source is safe for concurrent use, and it costs 8 KB).
+var defaultIDs = vocab.NewULIDSource(nil)
+
+// smallWindow is the default window when the sink can be read back.
+const smallWindow = 64
+
 // machines are lent to whichever session's lane runs.
 var machines = sync.Pool{New: func() any { return session.NewMachines() }}
 
@@ -188,7 +196,7 @@ func New(opt Options) (*Engine, error) {
 		opt.Clock = clock.Real()
 	}
 	if opt.IDs == nil {
-		opt.IDs = vocab.NewULIDSource(nil)
+		opt.IDs = defaultIDs
 	}
 	if opt.Sink == nil {
 		opt.Sink = eventlog.NewMemory()
@@ -217,6 +225,11 @@ func New(opt Options) (*Engine, error) {
 	var backing eventlog.Reader
 	if r, ok := opt.Sink.(eventlog.Reader); ok {
 		backing = r
+		if opt.Window == 0 {
+			// Subscribers behind a small window read the sink back: the
+			// session keeps few events in memory of its own.
+			opt.Window = smallWindow
+		}
 	}
 	feed, err := eventlog.NewFeed(opt.Window, backing)
 	if err != nil {

@@ -111,6 +111,12 @@ func (e *Engine) drive(self *worker) {
 			e.driving = false
 			if e.core != nil {
 				e.idle = e.core.Idle()
+				if e.idle {
+					// A resting session keeps no buffers for its next batch.
+					e.core.Trim()
+					e.spare = nil
+					e.trimMaps()
+				}
 				e.core.Use(nil)
 			}
 			var wake []chan struct{}
@@ -214,14 +220,23 @@ func (e *Engine) step(it *item) {
 		return
 	}
 	if it.reply != nil && in.ID != "" {
+		if e.acks == nil {
+			e.acks = map[vocab.ID]chan error{}
+		}
 		e.acks[in.ID] = it.reply
 	} else if it.reply != nil {
 		it.reply <- nil
 	}
 	if it.wait != nil {
+		if e.prompts == nil {
+			e.prompts = map[vocab.ID]*promptWait{}
+		}
 		e.prompts[in.ID] = it.wait
 	}
 	if it.job != nil {
+		if e.jobs == nil {
+			e.jobs = map[vocab.ID]*job{}
+		}
 		e.jobs[in.ID] = it.job
 	}
 }
@@ -368,4 +383,23 @@ func (e *Engine) stopErr() error {
 		return e.err
 	}
 	return ErrClosed
+}
+
+// trimMaps drops the lane's maps when they are empty (a map keeps its
+// buckets after its entries are deleted); they are made again on use.
+func (e *Engine) trimMaps() {
+	if len(e.acks) == 0 {
+		e.acks = nil
+	}
+	if len(e.prompts) == 0 {
+		e.prompts = nil
+	}
+	if len(e.jobs) == 0 {
+		e.jobs = nil
+	}
+	e.wmu.Lock()
+	if len(e.running) == 0 {
+		e.running = nil
+	}
+	e.wmu.Unlock()
 }

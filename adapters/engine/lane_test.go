@@ -1679,3 +1679,86 @@ func TestToolCannotEditItsCallInPlace(t *testing.T) {
 		}
 	}
 }
+
+// discardSink keeps nothing in this process (a durable store elsewhere
+// would): it exposes Append only.
+type discardSink struct{}
+
+func (discardSink) Append(context.Context, []vocab.Event) error { return nil }
+
+// TestIdleFootprint measures what an idle session holds beyond its history
+// when its events go to a store outside the process: 10,000 sessions, each
+// after one completed prompt (a two-message history), for in-memory
+// windows of 8 and 16 events (the events an idle session keeps are bounded
+// by its window). The target is at most 8 KB per session beyond the
+// history with the 8-event window, and no goroutine.
+func TestIdleFootprint(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("a memory measurement: not under -short or -race")
+	}
+	for _, window := range []int{8, 16} {
+		beyond := idleFootprint(t, window)
+		if window == 8 && beyond > 8<<10 {
+			t.Errorf("window %d: an idle session holds %d bytes beyond its history, want ≤ 8 KB", window, beyond)
+		}
+	}
+}
+
+func idleFootprint(t *testing.T, window int) int64 {
+	const n = 10000
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	prov := providerFunc(func(context.Context, vocab.Request) iter.Seq2[vocab.StreamPart, error] { return answer("ok") })
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	g0 := runtime.NumGoroutine()
+	h0 := heap()
+	engines := make([]*Engine, n)
+	ctx := testCtx(t)
+	for i := range engines {
+		e, err := New(Options{Provider: prov, Clock: clk, Sink: discardSink{}, Window: window})
+		if err != nil {
+			t.Fatal(err)
+		}
+		engines[i] = e
+		p, err := e.Submit(vocab.UserText("hi"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := p.Wait(ctx); err != nil || res.Kind != vocab.PromptCompleted {
+			t.Fatalf("prompt ended %s %v", res, err)
+		}
+	}
+	for _, e := range engines {
+		if err := e.WhenIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h1 := heap()
+	// The history: the two messages each session holds (what a session
+	// must keep whatever its design), measured the same way.
+	hist := make([][]vocab.Message, n)
+	h2 := heap()
+	for i := range hist {
+		hist[i] = []vocab.Message{vocab.UserText("hi"), {Role: vocab.RoleAssistant, Parts: []vocab.Part{{Kind: vocab.PartText, Text: "ok"}}}}
+	}
+	histBytes := int64(heap()-h2) / n
+	per := int64(h1-h0) / n
+	g1 := runtime.NumGoroutine()
+	t.Logf("window %d: %d idle sessions after one prompt each: %d bytes per session, of which history ≈ %d bytes; %d bytes beyond it; goroutines %d → %d",
+		window, n, per, histBytes, per-histBytes, g0, g1)
+	if g1 > g0+2 {
+		t.Errorf("%d idle sessions hold %d goroutines", n, g1-g0)
+	}
+	runtime.KeepAlive(hist)
+	for _, e := range engines {
+		if err := e.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	return per - histBytes
+}

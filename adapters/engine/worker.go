@@ -69,6 +69,9 @@ func (e *Engine) register(w session.Work) *worker {
 	ctx, cancel := context.WithCancelCause(e.workCtx)
 	wk.ctx, wk.cancel = ctx, cancel
 	e.wmu.Lock()
+	if e.running == nil {
+		e.running = map[uint64]*worker{}
+	}
 	e.running[w.ID] = wk
 	e.wmu.Unlock()
 	e.wg.Add(1)

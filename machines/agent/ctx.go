@@ -186,6 +186,14 @@ func (c *Ctx) queued(id vocab.ID) bool {
 	return ok
 }
 
+// Trim drops the id index when the inbox is empty (a map keeps its
+// buckets after its entries are deleted); it is built again on use.
+func (c *Ctx) Trim() {
+	if len(c.NextTurn)+len(c.NextStep)+len(c.Reminders) == 0 {
+		c.index = nil
+	}
+}
+
 func (c *Ctx) indexAdd(id vocab.ID) {
 	if c.index != nil {
 		c.index[id] = struct{}{}

@@ -135,6 +135,9 @@ func (c *Core) message(in vocab.Input) error {
 	case vocab.InRemind:
 		ev = agent.Remind{Key: in.Key, Message: m}
 	}
+	if c.live == nil {
+		c.live = map[vocab.ID]struct{}{}
+	}
 	c.live[in.ID] = struct{}{}
 	if in.Kind == vocab.InSubmit {
 		c.prompts = append(c.prompts, in.ID)

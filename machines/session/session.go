@@ -515,6 +515,25 @@ func (c *Core) Advance(rd Ready) {
 	c.rd.Events, c.rd.Work, c.rd.Results = c.rd.Events[:0], c.rd.Work[:0], c.rd.Results[:0]
 }
 
+// Trim releases the buffers the core keeps for its next batch (events,
+// work and results slices, the fire queue, the event-id block, the reply
+// assembler). An adapter calls it when the session rests, so that an idle
+// session holds little beyond its history. Call it between Advance and
+// the next Step only.
+func (c *Core) Trim() {
+	if len(c.rd.Events)+len(c.rd.Work)+len(c.rd.Results) > 0 || len(c.q) > 0 {
+		return
+	}
+	c.rd, c.q, c.out, c.ids = Ready{}, nil, chart.Out{}, vocab.EventIDs{}
+	if len(c.live) == 0 {
+		c.live = nil // made again on use (a map keeps its buckets)
+	}
+	c.agent.Ctx.Trim()
+	if c.model == 0 {
+		c.reply = Assembler{}
+	}
+}
+
 // Ready is what a batch of Steps produced. Its duties come in the order of
 // its fields:
 //

@@ -138,6 +138,9 @@ func (c *Core) commitReply(f turn.CommitReply) {
 	c.history = append(c.history, f.Reply)
 	for _, p := range f.Reply.Parts {
 		if p.Kind == vocab.PartToolCall && p.Call != nil {
+			if c.callIDs == nil {
+				c.callIDs = map[string]struct{}{}
+			}
 			c.callIDs[p.Call.ID] = struct{}{}
 		}
 	}
