@@ -158,9 +158,9 @@ func (c *Core) message(in vocab.Input) error {
 // first fires a caller input's agent event; only when the agent takes it
 // is the input recorded (then its transitions and effects).
 func (c *Core) first(in vocab.Input, ev chart.Event) error {
-	c.out.Reset()
-	if err := c.m.agent.Fire(c.agent, ev, &c.out); err != nil {
-		c.out.Reset()
+	c.m.out.Reset()
+	if err := c.m.agent.Fire(c.agent, ev, &c.m.out); err != nil {
+		c.m.out.Reset()
 		return err
 	}
 	c.emitInput(in)

@@ -35,19 +35,19 @@ type fireReq struct {
 	cfg       turn.Config
 }
 
-func (c *Core) enqueue(r fireReq) { c.q = append(c.q, r) }
+func (c *Core) enqueue(r fireReq) { c.m.q = append(c.m.q, r) }
 
 // run drains the queue: each entry is fired to completion (its transitions
 // logged, its effects handled) before the next; effects only enqueue, so
 // no fire is ever nested in another.
 func (c *Core) run() {
-	for i := 0; i < len(c.q); i++ {
-		r := c.q[i]
-		c.q[i] = fireReq{}
-		c.out.Reset()
+	for i := 0; i < len(c.m.q); i++ {
+		r := c.m.q[i]
+		c.m.q[i] = fireReq{}
+		c.m.out.Reset()
 		switch r.kind {
 		case reqAgent:
-			if err := c.m.agent.Fire(c.agent, r.ev, &c.out); err != nil {
+			if err := c.m.agent.Fire(c.agent, r.ev, &c.m.out); err != nil {
 				c.bug(err)
 				continue
 			}
@@ -55,7 +55,7 @@ func (c *Core) run() {
 			if c.turn == nil || c.m.turn.IsFinal(c.turn) {
 				continue
 			}
-			if err := c.m.turn.Fire(c.turn, r.ev, &c.out); err != nil {
+			if err := c.m.turn.Fire(c.turn, r.ev, &c.m.out); err != nil {
 				c.bug(err)
 				continue
 			}
@@ -63,18 +63,18 @@ func (c *Core) run() {
 			if r.call.inst == nil || c.m.tool.IsFinal(r.call.inst) || !slices.Contains(c.batch, r.call) {
 				continue
 			}
-			if err := c.m.tool.Fire(r.call.inst, r.ev, &c.out); err != nil {
+			if err := c.m.tool.Fire(r.call.inst, r.ev, &c.m.out); err != nil {
 				c.bug(err)
 				continue
 			}
 		case reqStartTurn:
-			c.turn = c.m.turn.New(turn.NewCtx(r.cfg), &c.out)
+			c.turn = c.m.turn.New(turn.NewCtx(r.cfg), &c.m.out)
 			r.kind = reqTurn
 		case reqNewTool:
 			if !slices.Contains(c.batch, r.call) {
 				continue
 			}
-			r.call.inst = c.m.tool.New(tool.NewCtx(r.call.Call, tool.Config{AbortGrace: c.cfg.AbortGrace}), &c.out)
+			r.call.inst = c.m.tool.New(tool.NewCtx(r.call.Call, tool.Config{AbortGrace: c.cfg.AbortGrace}), &c.m.out)
 			c.emit(vocab.EventToolCall, vocab.ToolPayload{Call: r.call.Call})
 			r.kind = reqTool
 		case reqLaunch:
@@ -95,17 +95,17 @@ func (c *Core) run() {
 		}
 		c.settle(r)
 	}
-	c.q = c.q[:0]
+	c.m.q = c.m.q[:0]
 }
 
-// settle logs the transitions of the fire just made (in c.out) and handles
+// settle logs the transitions of the fire just made (in c.m.out) and handles
 // its effects.
 func (c *Core) settle(r fireReq) {
 	inst := ""
 	if r.kind == reqTool {
 		inst = r.call.Call.ID
 	}
-	for _, t := range c.out.Transitions {
+	for _, t := range c.m.out.Transitions {
 		if inst != "" {
 			c.emit(vocab.EventTransition, vocab.TransitionPayload{Machine: t.Machine, Instance: inst,
 				From: string(t.From), To: string(t.To), Trigger: string(t.Trigger), Guard: t.Guard, Internal: t.Internal})
@@ -119,7 +119,7 @@ func (c *Core) settle(r fireReq) {
 		}
 		c.emit(vocab.EventTransition, p)
 	}
-	effects := c.out.Effects
+	effects := c.m.out.Effects
 	switch r.kind {
 	case reqAgent:
 		// A prompt the gate blocks is taken off the queue (discarded)
@@ -199,7 +199,7 @@ func (c *Core) agentEffect(eff chart.Effect) {
 				cause := f.Cause
 				// The job is told to stop but stays outstanding: its
 				// maintenance.done still arrives.
-				c.rd.Work = append(c.rd.Work, Work{ID: p.id, Op: Cancel, Kind: WorkMaintenance, Cause: &cause})
+				c.m.rd.Work = append(c.m.rd.Work, Work{ID: p.id, Op: Cancel, Kind: WorkMaintenance, Cause: &cause})
 			}
 		}
 	case agent.PauseTurn:

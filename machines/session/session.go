@@ -191,6 +191,14 @@ type Machines struct {
 	// machines, boxed once: they repeat every step, and a boxed payload is
 	// immutable, so events share them.
 	payloads map[transKey]any
+
+	// The scratch of whichever core fires on these machines: the Ready
+	// being built, the run-to-completion queue and the effects buffer.
+	// Lending them with the machines means a resting session holds none
+	// of them, and a busy one reuses them.
+	rd  Ready
+	q   []fireReq
+	out chart.Out
 }
 
 type transKey struct {
@@ -260,9 +268,6 @@ type Core struct {
 	closed   bool
 
 	ids vocab.EventIDs
-	q   []fireReq // run-to-completion queue
-	out chart.Out
-	rd  Ready
 }
 
 // call is one tool call of the batch.
@@ -288,17 +293,33 @@ func New(cfg Config, m *Machines) (*Core, error) {
 	if m == nil {
 		return nil, vocab.Errorf(vocab.CodeBadInput, "session: no machines")
 	}
+	m.reset()
 	ac := agent.NewCtx(agent.Config{PromptGate: cfg.Hooks.BeforeSubmitPrompt, HardStop: c.cfg.HardStop})
-	c.agent = m.agent.New(ac, &c.out)
-	c.out.Reset()
+	c.agent = m.agent.New(ac, &c.m.out)
+	c.m.out.Reset()
 	return c, nil
 }
 
 // Use lends the core machines to fire on (nil takes them back). An adapter
 // that keeps many idle sessions lends one Machines to whichever core it
-// steps.
+// steps. A Ready not advanced before the machines are taken back is
+// dropped (a lane that stops on a failed append discards the core anyway).
 func (c *Core) Use(m *Machines) {
+	if m != nil && m != c.m {
+		m.reset()
+	}
 	c.m = m
+}
+
+// reset empties the scratch a previous core may have left.
+func (m *Machines) reset() {
+	clear(m.rd.Events)
+	clear(m.rd.Work)
+	clear(m.rd.Results)
+	m.rd.Events, m.rd.Work, m.rd.Results = m.rd.Events[:0], m.rd.Work[:0], m.rd.Results[:0]
+	clear(m.q)
+	m.q = m.q[:0]
+	m.out.Reset()
 }
 
 // Session returns the session id.
@@ -500,31 +521,33 @@ func (c *Core) stale(in vocab.Input) bool {
 // Ready returns what the adapter must do now, in the order of its fields,
 // and false when there is nothing. Call it after a batch of Steps.
 func (c *Core) Ready() (Ready, bool) {
-	if len(c.rd.Events) == 0 && len(c.rd.Work) == 0 && len(c.rd.Results) == 0 {
+	if c.m == nil {
 		return Ready{}, false
 	}
-	return c.rd, true
+	if len(c.m.rd.Events) == 0 && len(c.m.rd.Work) == 0 && len(c.m.rd.Results) == 0 {
+		return Ready{}, false
+	}
+	return c.m.rd, true
 }
 
 // Advance tells the core that rd (the last Ready) was carried out. The
 // core reuses rd's slices afterwards: the adapter must not keep them.
 func (c *Core) Advance(rd Ready) {
-	clear(c.rd.Events)
-	clear(c.rd.Work)
-	clear(c.rd.Results)
-	c.rd.Events, c.rd.Work, c.rd.Results = c.rd.Events[:0], c.rd.Work[:0], c.rd.Results[:0]
-}
-
-// Trim releases the buffers the core keeps for its next batch (events,
-// work and results slices, the fire queue, the event-id block, the reply
-// assembler). An adapter calls it when the session rests, so that an idle
-// session holds little beyond its history. Call it between Advance and
-// the next Step only.
-func (c *Core) Trim() {
-	if len(c.rd.Events)+len(c.rd.Work)+len(c.rd.Results) > 0 || len(c.q) > 0 {
+	if c.m == nil {
 		return
 	}
-	c.rd, c.q, c.out, c.ids = Ready{}, nil, chart.Out{}, vocab.EventIDs{}
+	clear(c.m.rd.Events)
+	clear(c.m.rd.Work)
+	clear(c.m.rd.Results)
+	c.m.rd.Events, c.m.rd.Work, c.m.rd.Results = c.m.rd.Events[:0], c.m.rd.Work[:0], c.m.rd.Results[:0]
+}
+
+// Trim releases what the core keeps for its next batch (the event-id
+// block, the reply assembler, empty indexes). An adapter calls it when the
+// session rests, so that an idle session holds little beyond its history.
+// (The batch buffers themselves belong to the Machines lent with Use.)
+func (c *Core) Trim() {
+	c.ids = vocab.EventIDs{}
 	if len(c.live) == 0 {
 		c.live = nil // made again on use (a map keeps its buckets)
 	}
@@ -694,7 +717,7 @@ func (c *Core) start(p *pending, w Work) {
 	p.id, w.ID, w.Op, w.Kind = c.workSeq, c.workSeq, Start, p.kind
 	p.work = w
 	c.work = append(c.work, p)
-	c.rd.Work = append(c.rd.Work, w)
+	c.m.rd.Work = append(c.m.rd.Work, w)
 }
 
 // cancel asks the adapter to cancel outstanding work id; it is no longer
@@ -706,7 +729,7 @@ func (c *Core) cancel(id uint64, cause vocab.CancelCause) {
 	}
 	c.drop(id)
 	cc := cause
-	c.rd.Work = append(c.rd.Work, Work{ID: id, Op: Cancel, Kind: p.kind, Cause: &cc})
+	c.m.rd.Work = append(c.m.rd.Work, Work{ID: id, Op: Cancel, Kind: p.kind, Cause: &cc})
 }
 
 // emit appends an event. Its time is the time of the input being stepped.
@@ -716,10 +739,10 @@ func (c *Core) emit(kind vocab.EventKind, payload any) {
 	if c.inTurn {
 		ev.Turn, ev.Step = c.turnNo, c.step
 	}
-	c.rd.Events = append(c.rd.Events, ev)
+	c.m.rd.Events = append(c.m.rd.Events, ev)
 }
 
-func (c *Core) result(r Result) { c.rd.Results = append(c.rd.Results, r) }
+func (c *Core) result(r Result) { c.m.rd.Results = append(c.m.rd.Results, r) }
 
 func (c *Core) ack(in vocab.Input) {
 	if in.ID != "" {

@@ -79,7 +79,7 @@ type pendingSnapshot struct {
 // bookkeeping. It is taken between Advance and the next Step only: with a
 // Ready outstanding it fails.
 func (c *Core) Snapshot() ([]byte, error) {
-	if len(c.rd.Events)+len(c.rd.Work)+len(c.rd.Results) > 0 {
+	if len(c.m.rd.Events)+len(c.m.rd.Work)+len(c.m.rd.Results) > 0 {
 		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: snapshot with a Ready not yet advanced")
 	}
 	if c.m == nil {
@@ -125,6 +125,7 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 	if m == nil {
 		return nil, vocab.Errorf(vocab.CodeBadInput, "session: no machines")
 	}
+	m.reset()
 	var s snapshot
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: snapshot: %w", err)
@@ -183,7 +184,7 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 			p.work.History = c.History()
 		}
 		c.work = append(c.work, p)
-		c.rd.Work = append(c.rd.Work, p.work)
+		c.m.rd.Work = append(c.m.rd.Work, p.work)
 	}
 	// The live ids: queued, claimed, held by a gate hook, or prompts.
 	for _, l := range [][]vocab.Message{c.agent.Ctx.NextTurn, c.agent.Ctx.NextStep, c.agent.Ctx.Reminders, c.claim} {

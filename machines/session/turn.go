@@ -188,8 +188,8 @@ func (c *Core) launch(cl *call) {
 	if cl.inst == nil || c.m.tool.IsFinal(cl.inst) || !slices.Contains(c.batch, cl) {
 		return
 	}
-	c.out.Reset()
-	if err := c.m.tool.Fire(cl.inst, tool.ExecStarted{}, &c.out); err != nil {
+	c.m.out.Reset()
+	if err := c.m.tool.Fire(cl.inst, tool.ExecStarted{}, &c.m.out); err != nil {
 		return
 	}
 	c.settle(fireReq{kind: reqTool, call: cl})
@@ -223,7 +223,7 @@ func (c *Core) toolEffect(cl *call, eff chart.Effect) {
 			// The call is told to stop and keeps its grace: its result
 			// still lands if it comes in time.
 			cause := f.Cause
-			c.rd.Work = append(c.rd.Work, Work{ID: cl.work, Op: Cancel, Kind: WorkTool, Cause: &cause})
+			c.m.rd.Work = append(c.m.rd.Work, Work{ID: cl.work, Op: Cancel, Kind: WorkTool, Cause: &cause})
 		}
 	case tool.RunAfter:
 		// No after-hook slot exists yet: the result stands.
