@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loopchart/loopchart/adapters/clock"
@@ -174,6 +175,8 @@ type Engine struct {
 	acks    map[vocab.ID]chan error
 	prompts map[vocab.ID]*promptWait
 	jobs    map[vocab.ID]*job
+
+	spawned atomic.Int64
 
 	wmu     sync.Mutex
 	running map[uint64]*worker
@@ -458,6 +461,10 @@ type Stats struct {
 	Driving bool
 	// Queued counts inputs waiting in the mailbox.
 	Queued int
+	// Spawned counts the goroutines the lane has started for work since
+	// the session began (work a worker ran itself after its own is not
+	// counted: it cost no hand-off).
+	Spawned int64
 }
 
 // Stats returns the lane's counters.
@@ -475,6 +482,7 @@ func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st.Driving, st.Queued = e.driving, len(e.box)
+	st.Spawned = e.spawned.Load()
 	return st
 }
 

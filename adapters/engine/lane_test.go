@@ -1762,3 +1762,32 @@ func idleFootprint(t *testing.T, window int) int64 {
 	}
 	return per - histBytes
 }
+
+// A step whose provider and tool answer synchronously costs no goroutine
+// hand-off: the worker that ran the model request steps its reply in and
+// runs the tool call itself, then the next request. A turn of k tool
+// rounds starts one goroutine (for its first request: the caller who
+// submitted must get its answer back) however large k is.
+func TestNoHandOffPerStep(t *testing.T) {
+	const k = 20
+	calls := 0
+	prov := providerFunc(func(_ context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+		calls++
+		if calls <= k {
+			c := vocab.ToolCall{ID: fmt.Sprintf("c%d", calls), Name: "noop", Args: json.RawMessage(`{}`)}
+			return func(yield func(vocab.StreamPart, error) bool) { yield(vocab.StreamPart{Kind: vocab.StreamToolCall, Call: &c}, nil) }
+		}
+		return answer("done")
+	})
+	noop := toolFunc{name: "noop", run: func(context.Context, vocab.ToolCall, func(string)) (vocab.ToolResult, error) {
+		return vocab.ToolResult{Content: "ok"}, nil
+	}}
+	h := start(t, Options{Provider: prov, Tools: mustRegistry(t, noop)})
+	res := h.wait(h.submit("go"))
+	if res.Kind != vocab.PromptCompleted || res.Steps != k+1 {
+		t.Fatalf("prompt ended %s, want completed{steps=%d}", res, k+1)
+	}
+	if got := h.e.Stats().Spawned; got != 1 {
+		t.Errorf("a turn of %d synchronous steps started %d goroutines, want 1 (no hand-off per step)", k+1, got)
+	}
+}

@@ -90,6 +90,7 @@ func (e *Engine) launch(wk *worker) {
 		})
 		return
 	}
+	e.spawned.Add(1)
 	go e.run(wk)
 }
 
