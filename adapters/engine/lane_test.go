@@ -1775,7 +1775,9 @@ func TestNoHandOffPerStep(t *testing.T) {
 		calls++
 		if calls <= k {
 			c := vocab.ToolCall{ID: fmt.Sprintf("c%d", calls), Name: "noop", Args: json.RawMessage(`{}`)}
-			return func(yield func(vocab.StreamPart, error) bool) { yield(vocab.StreamPart{Kind: vocab.StreamToolCall, Call: &c}, nil) }
+			return func(yield func(vocab.StreamPart, error) bool) {
+				yield(vocab.StreamPart{Kind: vocab.StreamToolCall, Call: &c}, nil)
+			}
 		}
 		return answer("done")
 	})
