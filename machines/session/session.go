@@ -399,6 +399,9 @@ func (c *Core) Validate(in vocab.Input) error {
 	if in.At.IsZero() {
 		return vocab.Errorf(vocab.CodeBadInput, "%s: input without a time", in.Kind)
 	}
+	if in.Work != 0 && c.stale(in) {
+		return nil // taken, and logged as input/stale: its payload does not matter
+	}
 	switch in.Kind {
 	case vocab.InSubmit, vocab.InSteer, vocab.InInject, vocab.InNotify, vocab.InRemind:
 		if c.closing() {

@@ -35,6 +35,7 @@ package session_test
 // the very same Readys (determinism).
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -389,6 +390,9 @@ func runSeed(seed int64, steps int, m *session.Machines, trace func(string)) (f 
 	}
 	if s.fail == nil {
 		s.replay()
+	}
+	if s.fail == nil && seed%20 == 0 {
+		s.fold()
 	}
 	s.stats.seeds, s.stats.steps = 1, s.steps
 	if s.core.Closed() {
@@ -2448,4 +2452,63 @@ func describeEvent(ev vocab.Event) string {
 		return s + " " + p.Status
 	}
 	return s
+}
+
+// fold rebuilds the session from its log alone, as a reader of the
+// durable log would: every event is encoded to JSON and decoded back,
+// the input/* events (and the input/stale ones, which name their input)
+// are fed to a fresh core, and the events it logs must be the run's, one
+// for one. Ready boundaries do not matter: events are made by Step.
+func (s *sim) fold() {
+	var logged []vocab.Event
+	for _, rd := range s.rds {
+		for _, ev := range rd.Events {
+			b, err := json.Marshal(ev)
+			if err != nil {
+				s.failf("fold", "encode event %d (%s): %v", ev.Seq, ev.Kind, err)
+				return
+			}
+			var back vocab.Event
+			if err := json.Unmarshal(b, &back); err != nil {
+				s.failf("fold", "decode event %d (%s): %v", ev.Seq, ev.Kind, err)
+				return
+			}
+			logged = append(logged, back)
+		}
+	}
+	s.core.Use(nil)
+	core, err := session.New(s.cfg, s.machines)
+	if err != nil {
+		s.failf("fold", "New: %v", err)
+		return
+	}
+	var folded []vocab.Event
+	for _, ev := range logged {
+		var in vocab.Input
+		switch p := ev.Payload.(type) {
+		case vocab.Input:
+			in = p
+		case vocab.StalePayload:
+			in = vocab.Input{Kind: p.Input, Work: p.Work, At: ev.At}
+		default:
+			continue
+		}
+		if err := core.Step(in); err != nil {
+			s.failf("fold", "the folded core rejects logged input %d (%s): %v", ev.Seq, in.Kind, err)
+			return
+		}
+		rd, _ := core.Ready()
+		folded = append(folded, rd.Events...)
+		core.Advance(rd)
+	}
+	if len(folded) != len(logged) {
+		s.failf("fold", "folding the log gives %d events, the run logged %d", len(folded), len(logged))
+		return
+	}
+	for i := range logged {
+		if diff := cmp.Diff(logged[i], folded[i], cmpopts.EquateEmpty()); diff != "" {
+			s.failf("fold", "event %d differs when the log is folded (-logged +folded):\n%s", logged[i].Seq, diff)
+			return
+		}
+	}
 }
