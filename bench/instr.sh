@@ -6,7 +6,8 @@
 #
 # usage: bench/instr.sh PACKAGE BENCH-REGEX...
 #   bench/instr.sh ./machines/turn '^BenchmarkTurnTransition$' '^BenchmarkTurnBareStateless$'
-# needs: valgrind (Debian package "valgrind")
+# needs: valgrind (Debian package "valgrind"); Go's async preemption signals
+# are off under it (callgrind asserts on them).
 set -euo pipefail
 pkg=$1; shift
 bin=$(mktemp)
@@ -14,7 +15,7 @@ trap 'rm -f "$bin"' EXIT
 go test -c -o "$bin" "$pkg"
 cd "$pkg"
 count() {
-  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" -test.run '^$' -test.bench "$1" \
+  GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" -test.run '^$' -test.bench "$1" \
     -test.benchtime "$2x" -test.cpu 1 2>&1 | awk '/I +refs/ {gsub(",", "", $4); print $4}'
 }
 n=${N:-10000}
