@@ -51,11 +51,15 @@ type Machine[C any] struct {
 	names []State
 
 	// per-fire scratch, valid only inside Fire
-	cur        *Instance[C]
-	ev         Event
-	out        *Out
-	chosen     int
-	actionDone bool
+	cur         *Instance[C]
+	ev          Event
+	out         *Out
+	chosen      int
+	actionDone  bool
+	src, dst    int // the fire's leaf state and its transition's target
+	reentry     bool
+	exitsDone   bool
+	entriesDone bool
 }
 
 // Def returns the definition the machine was built from.
@@ -209,22 +213,47 @@ func (m *Machine[C]) configure() {
 		func(_ context.Context, s stateless.State) error { m.cur.state = int(s.(stateKey)); return nil },
 		stateless.FiringImmediate,
 	)
-	m.sm.OnTransitioning(func(context.Context, stateless.Transition) { m.runTransitionAction() })
+	// Entry and exit actions run from stateless' transition callbacks, in
+	// the order stateless would run them (exits, the transition's action,
+	// entries down to the initial leaf), not as stateless actions: those
+	// cost two allocations each (stateless puts the transition in a fresh
+	// context for every action it runs). stateless still carries out every
+	// transition and reports it; enter and exit follow its rules exactly.
+	m.sm.OnTransitioning(func(context.Context, stateless.Transition) {
+		if !m.exitsDone {
+			m.exitsDone = true
+			m.exit(m.src, m.src, m.dst)
+			if m.reentry && m.src != m.dst {
+				// A reentry declared on a superstate: after the leaf's
+				// chain, the state itself is left and entered again.
+				m.exit(m.dst, m.dst, m.dst)
+			}
+		}
+		m.runTransitionAction()
+	})
+	m.sm.OnTransitioned(func(context.Context, stateless.Transition) {
+		if m.entriesDone {
+			return
+		}
+		m.entriesDone = true
+		src := m.src
+		if m.reentry {
+			src = m.dst
+		}
+		m.enter(m.dst, src, m.dst, false)
+		for s := m.dst; m.states[s].initial != 0; {
+			s = m.states[s].initial
+			m.enter(s, src, s, true)
+		}
+	})
 	for id := 1; id < len(m.states); id++ {
 		sc := m.sm.Configure(stateKey(id))
 		st := m.states[id]
-		spec := &m.def.States[id-1]
 		if st.parent != 0 {
 			sc.SubstateOf(stateKey(st.parent))
 		}
 		if st.initial != 0 {
 			sc.InitialTransition(stateKey(st.initial))
-		}
-		if a := spec.Entry; a != nil {
-			sc.OnEntry(func(context.Context, ...any) error { a.Run(&m.cur.Ctx, m.ev, m.out); return nil })
-		}
-		if a := spec.Exit; a != nil {
-			sc.OnExit(func(context.Context, ...any) error { a.Run(&m.cur.Ctx, m.ev, m.out); return nil })
 		}
 	}
 	// resolve has already chosen the transition when stateless runs, so
@@ -244,6 +273,56 @@ func (m *Machine[C]) configure() {
 		default:
 			sc.Permit(key, stateKey(m.stateIdx[t.To]))
 		}
+	}
+}
+
+// within reports whether state s is a or a descendant of a (stateless'
+// IncludeState of a, IsIncludedInState of s).
+func (m *Machine[C]) within(s, a int) bool {
+	for ; s != 0; s = m.states[s].parent {
+		if s == a {
+			return true
+		}
+	}
+	return false
+}
+
+// exit runs the exit actions of a transition src → dst from state sr up,
+// by stateless' rules: a state that includes dst is not left; a reentry
+// (src == dst) leaves src only.
+func (m *Machine[C]) exit(sr, src, dst int) {
+	reentry := src == dst
+	if !reentry && m.within(dst, sr) {
+		return
+	}
+	if a := m.def.States[sr-1].Exit; a != nil {
+		a.Run(&m.cur.Ctx, m.ev, m.out)
+	}
+	p := m.states[sr].parent
+	if reentry || p == 0 {
+		return
+	}
+	if m.within(sr, dst) && p == dst {
+		return // dst is the parent being returned to: it is not left
+	}
+	m.exit(p, src, dst)
+}
+
+// enter runs the entry actions of state sr for a transition src → dst, by
+// stateless' rules: a reentry enters sr alone; a state that includes src
+// was never left; otherwise its superstates are entered first (not on an
+// initial transition).
+func (m *Machine[C]) enter(sr, src, dst int, initial bool) {
+	if src != dst {
+		if m.within(src, sr) {
+			return
+		}
+		if p := m.states[sr].parent; p != 0 && !initial {
+			m.enter(p, src, dst, initial)
+		}
+	}
+	if a := m.def.States[sr-1].Entry; a != nil {
+		a.Run(&m.cur.Ctx, m.ev, m.out)
 	}
 }
 
@@ -309,6 +388,10 @@ func (m *Machine[C]) Fire(inst *Instance[C], ev Event, out *Out) (err error) {
 	}
 	from := inst.state
 	m.cur, m.ev, m.out, m.chosen, m.actionDone = inst, ev, out, idx, false
+	m.src, m.exitsDone, m.entriesDone = from, false, false
+	if tr := &m.def.Transitions[idx]; tr.To != "" {
+		m.dst, m.reentry = m.stateIdx[tr.To], tr.To == tr.From
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s: state %q, trigger %q: %w: %v", m.def.Name, m.states[from].name, ev.Trigger(), ErrActionPanicked, r)
