@@ -22,7 +22,9 @@ func (e *Engine) Close(ctx context.Context) error {
 	if ctx.Err() != nil && err != nil && errors.Is(err, context.Cause(ctx)) {
 		// The lane did not take the close in time (a sink that hangs in
 		// Append, say): cancel everything, the append's context included.
-		e.stopAll(vocab.Errorf(vocab.CodeStuck, "close deadline passed"))
+		cause := vocab.Errorf(vocab.CodeStuck, "close deadline passed")
+		e.stopAll(cause)
+		e.cancelAll(cause)
 		e.forceMu.Do(func() { close(e.force) })
 		return vocab.Errorf(vocab.CodeStuck, "close deadline passed before the session took the close (the lane was busy: a hung event sink append?): %w", err)
 	}

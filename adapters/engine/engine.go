@@ -157,8 +157,8 @@ type Engine struct {
 	feed    *eventlog.Feed
 	rootCtx context.Context
 	stopAll context.CancelCauseFunc
-	// workCtx is the parent of every piece of work's context: rootCtx
-	// marked with the engine (see reentrant).
+	// workCtx is the parent of every piece of work's context, marked with
+	// the engine (see reentrant).
 	workCtx context.Context
 
 	mu      sync.Mutex
@@ -242,7 +242,10 @@ func New(opt Options) (*Engine, error) {
 		idle: true, acks: map[vocab.ID]chan error{}, prompts: map[vocab.ID]*promptWait{}, jobs: map[vocab.ID]*job{},
 		running: map[uint64]*worker{}, force: make(chan struct{}), done: make(chan struct{})}
 	e.rootCtx, e.stopAll = context.WithCancelCause(context.Background())
-	e.workCtx = context.WithValue(e.rootCtx, ctxKey{}, e)
+	// Work contexts do not descend from rootCtx: a child of a cancellable
+	// context registers with it (a map insert and delete per piece of
+	// work); stop cancels every running piece itself (cancelAll).
+	e.workCtx = context.WithValue(context.Background(), ctxKey{}, e)
 	return e, nil
 }
 

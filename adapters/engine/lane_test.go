@@ -658,8 +658,8 @@ func TestInjectScalesLinearly(t *testing.T) {
 	ds, dl := best(small), best(large)
 	ratio := float64(dl) / float64(ds)
 	t.Logf("%d injects: %s; %d injects: %s; ratio %.1f (linear: 5, quadratic: 25)", small, ds, large, dl, ratio)
-	if ratio >= 10 {
-		t.Errorf("%d injects took %.1f× as long as %d, want < 10 (quadratic: 25)", large, ratio, small)
+	if ratio >= 15 {
+		t.Errorf("%d injects took %.1f× as long as %d, want < 15 (linear: 5, quadratic: 25; generous for a loaded machine)", large, ratio, small)
 	}
 }
 
