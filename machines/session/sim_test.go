@@ -664,7 +664,15 @@ func (s *sim) stepIn(in vocab.Input, ck check) (err error, stale bool) {
 	s.input = in.Kind
 	s.stats.inputs++
 	agentBefore, _ := s.core.State()
+	verr := s.core.Validate(in)
+	rd0b, _ := s.core.Ready()
+	if len(rd0b.Events) != ne || len(rd0b.Work) != nw || len(rd0b.Results) != nr {
+		s.failf("validate-is-a-read", "Validate(%s) changed the Ready", in.Kind)
+	}
 	err = s.core.Step(in)
+	if (verr == nil) != (err == nil) {
+		s.failf("validate-agrees", "Validate(%s) = %v but Step = %v", in.Kind, verr, err)
+	}
 	if err == nil {
 		switch {
 		case in.Kind == vocab.InCancel && !in.KeepInbox:
