@@ -15,55 +15,74 @@ import (
 // (and at most one per StreamFlush when set), so a fast stream cannot
 // flood the mailbox and callers never queue behind deltas.
 func (e *Engine) runModel(wk *worker) {
-	var (
-		a     session.Assembler
-		s     = &stream{}
-		fail  error
-		last  = e.opt.Clock.Now()
-		works = wk.w.ID
-	)
-	a.Reset()
-	err := safely(vocab.CodeInternal, "provider", func() error {
-		for part, err := range e.opt.Provider.Stream(wk.ctx, *wk.w.Request) {
-			if err != nil {
-				fail = err
-				return nil
-			}
-			if wk.ctx.Err() != nil {
-				// The request was cancelled: a provider that ignores its
-				// context is not listened to any longer.
-				return nil
-			}
-			a.Add(part)
-			// Text and thinking stream live; tool calls (which run only
-			// once the reply is whole) come with the reply.
-			if part.Kind == vocab.StreamText || part.Kind == vocab.StreamThinking {
-				now := e.opt.Clock.Now()
-				if s.add(part) && (e.opt.StreamFlush == 0 || now.Sub(last) >= e.opt.StreamFlush) {
-					last = now
-					s.mark()
-					_ = e.post(item{in: vocab.Input{Kind: vocab.InModelParts, At: now, Work: works}, parts: s}, nil)
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		fail = err
+	// One value holds the request's state, so the loop body (a closure
+	// handed to the provider's iterator) captures one pointer.
+	r := &modelRun{e: e, wk: wk, last: e.opt.Clock.Now()}
+	r.a.Reset()
+	r.stream()
+	if wk.ctx.Err() != nil && r.fail == nil {
+		r.fail = wk.ctx.Err()
 	}
-	if wk.ctx.Err() != nil && fail == nil {
-		fail = context0(wk)
-	}
-	if fail != nil {
-		e.report(wk, vocab.Input{Kind: vocab.InModelFailed, Err: vocab.AsError(fail), Jitter: e.jitter()})
+	if r.fail != nil {
+		e.report(wk, vocab.Input{Kind: vocab.InModelFailed, Err: vocab.AsError(r.fail), Jitter: e.jitter()})
 		return
 	}
-	reply := a.Message()
-	usage := a.Usage()
-	e.report(wk, vocab.Input{Kind: vocab.InModelDone, Reply: &reply, Finish: a.Finish(), Usage: &usage})
+	r.reply, r.usage = r.a.Message(), r.a.Usage()
+	e.report(wk, vocab.Input{Kind: vocab.InModelDone, Reply: &r.reply, Finish: r.a.Finish(), Usage: &r.usage})
 }
 
-func context0(wk *worker) error { return wk.ctx.Err() }
+// modelRun is one model request being streamed.
+type modelRun struct {
+	e     *Engine
+	wk    *worker
+	a     session.Assembler
+	s     *stream // made on the first live delta
+	last  time.Time
+	fail  error
+	reply vocab.Message
+	usage vocab.Usage
+}
+
+// stream reads the provider's stream; a panic in the provider is a
+// failure with code internal.
+func (r *modelRun) stream() {
+	defer func() {
+		if p := recover(); p != nil {
+			r.fail = vocab.Errorf(vocab.CodeInternal, "provider panicked: %v", p)
+		}
+	}()
+	for part, err := range r.e.opt.Provider.Stream(r.wk.ctx, *r.wk.w.Request) {
+		if err != nil {
+			r.fail = err
+			return
+		}
+		if r.wk.ctx.Err() != nil {
+			// The request was cancelled: a provider that ignores its
+			// context is not listened to any longer.
+			return
+		}
+		r.a.Add(part)
+		// Text and thinking stream live; tool calls (which run only once
+		// the reply is whole) come with the reply.
+		if part.Kind == vocab.StreamText || part.Kind == vocab.StreamThinking {
+			r.live(part)
+		}
+	}
+}
+
+// live hands a delta to the core, merged with the others not yet taken.
+func (r *modelRun) live(part vocab.StreamPart) {
+	if r.s == nil {
+		r.s = &stream{}
+	}
+	e := r.e
+	now := e.opt.Clock.Now()
+	if r.s.add(part) && (e.opt.StreamFlush == 0 || now.Sub(r.last) >= e.opt.StreamFlush) {
+		r.last = now
+		r.s.mark()
+		_ = e.post(item{in: vocab.Input{Kind: vocab.InModelParts, At: now, Work: r.wk.w.ID}, parts: r.s}, nil)
+	}
+}
 
 func (e *Engine) jitter() float64 {
 	j := e.opt.Jitter()
