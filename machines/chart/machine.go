@@ -267,7 +267,11 @@ func (m *Machine[C]) configure() {
 		key := triggerKey(i + 1)
 		switch {
 		case t.To == "":
-			sc.InternalTransition(key, func(context.Context, ...any) error { m.runTransitionAction(); return nil })
+			// An internal transition leaves the state as it is: stateless
+			// takes the trigger and stays (Ignore), and Fire runs the
+			// action itself — an InternalTransition action would cost two
+			// allocations inside stateless, like entry and exit actions.
+			sc.Ignore(key)
 		case t.To == t.From:
 			sc.PermitReentry(key)
 		default:
