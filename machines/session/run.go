@@ -132,17 +132,18 @@ func (c *Core) settle(r fireReq) {
 		}
 		// A turn begins before the claims that feed it are reported, so
 		// they are logged inside the turn.
-		var start *agent.StartTurn
+		var start agent.StartTurn
+		starting := false
 		for _, eff := range effects {
 			if f, ok := eff.(agent.StartTurn); ok {
-				start = &f
+				start, starting = f, true
 			}
 		}
 		for _, eff := range effects {
-			if start != nil {
+			if starting {
 				if ib, ok := eff.(agent.Inbox); ok && ib.Op == agent.OpClaimed || eff.EffectName() == "start-turn" {
-					c.beginTurn(*start)
-					start = nil
+					c.beginTurn(start)
+					starting = false
 				}
 			}
 			c.agentEffect(eff)
@@ -309,6 +310,13 @@ func (c *Core) resolve(id vocab.ID, r vocab.PromptResult) {
 	c.result(Result{Kind: PromptEnded, Input: id, Prompt: &rr})
 }
 
+// The status payloads, boxed once: a boxed payload is immutable, so
+// events share them.
+var (
+	statusIdle    any = vocab.StatusPayload{Status: string(agent.StatusIdle)}
+	statusRunning any = vocab.StatusPayload{Status: string(agent.StatusRunning)}
+)
+
 // updateStatus reports a flip of the public status: running while a turn
 // runs, a prompt is judged or the session closes.
 func (c *Core) updateStatus() {
@@ -320,7 +328,11 @@ func (c *Core) updateStatus() {
 		return
 	}
 	c.status = s
-	c.emit(vocab.EventStatus, vocab.StatusPayload{Status: string(s)})
+	p := statusIdle
+	if s == agent.StatusRunning {
+		p = statusRunning
+	}
+	c.emit(vocab.EventStatus, p)
 	if s == agent.StatusRunning {
 		c.emit(vocab.EventAgentStart, nil)
 	} else {

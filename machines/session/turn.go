@@ -347,7 +347,7 @@ func (c *Core) endStep(finish vocab.FinishReason) {
 		return
 	}
 	c.stepOpen = false
-	c.emit(vocab.EventStepEnd, vocab.StepEndPayload{Finish: finish})
+	c.emit(vocab.EventStepEnd, stepEnd(finish))
 }
 
 // endTurn closes the turn: its open step, turn/end, the prompt's result,
@@ -400,4 +400,22 @@ func (c *Core) promptResult(f turn.EndTurn) vocab.PromptResult {
 		return vocab.PromptResult{Kind: vocab.PromptCancelled, Steps: f.Steps, Reason: f.End.Cause}
 	}
 	return vocab.PromptResult{Kind: vocab.PromptFailed, Steps: f.Steps, Err: &vocab.Error{Code: f.End.Code, Message: f.End.Message}}
+}
+
+// stepEnds are the step/end payloads of the known finish reasons, boxed
+// once.
+var stepEnds = func() map[vocab.FinishReason]any {
+	m := map[vocab.FinishReason]any{}
+	for _, f := range []vocab.FinishReason{vocab.FinishStop, vocab.FinishToolCalls, vocab.FinishMaxTokens, vocab.FinishError,
+		vocab.FinishAborted, vocab.FinishFiltered, vocab.FinishInterrupted} {
+		m[f] = vocab.StepEndPayload{Finish: f}
+	}
+	return m
+}()
+
+func stepEnd(f vocab.FinishReason) any {
+	if p, ok := stepEnds[f]; ok {
+		return p
+	}
+	return vocab.StepEndPayload{Finish: f}
 }
