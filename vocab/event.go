@@ -120,6 +120,46 @@ func (a *EventIDs) ID(session ID, seq uint64) ID {
 	return ID(unsafe.String(unsafe.SliceData(b), len(b)))
 }
 
+// Join returns the parts joined, cut from the same blocks as ID: the ids a
+// session core derives itself ("<session>-m12", "<session>-r-<call>").
+func (a *EventIDs) Join(parts ...string) ID {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if cap(a.buf)-len(a.buf) < n {
+		a.buf = make([]byte, 0, max(eventIDBlock, n))
+	}
+	start := len(a.buf)
+	for _, p := range parts {
+		a.buf = append(a.buf, p...)
+	}
+	b := a.buf[start:len(a.buf):len(a.buf)]
+	if len(b) == 0 {
+		return ""
+	}
+	return ID(unsafe.String(unsafe.SliceData(b), len(b)))
+}
+
+// JoinUint returns the parts joined and followed by n in decimal, like
+// Join.
+func (a *EventIDs) JoinUint(n uint64, parts ...string) ID {
+	l := 20
+	for _, p := range parts {
+		l += len(p)
+	}
+	if cap(a.buf)-len(a.buf) < l {
+		a.buf = make([]byte, 0, max(eventIDBlock, l))
+	}
+	start := len(a.buf)
+	for _, p := range parts {
+		a.buf = append(a.buf, p...)
+	}
+	a.buf = strconv.AppendUint(a.buf, n, 10)
+	b := a.buf[start:len(a.buf):len(a.buf)]
+	return ID(unsafe.String(unsafe.SliceData(b), len(b)))
+}
+
 // TransitionPayload records one machine transition.
 type TransitionPayload struct {
 	Machine string `json:"machine"`

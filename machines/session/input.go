@@ -270,7 +270,7 @@ func (c *Core) normalize(m vocab.Message, finish vocab.FinishReason, work uint64
 					cloned = true
 				}
 				cc := *p.Call
-				cc.ID = string(c.derivedID("call", work)) + "-" + itoa(uint64(n))
+				cc.ID = string(c.ids.JoinUint(uint64(n), string(c.derivedID("call", work)), "-"))
 				p.Call = &cc
 				id = cc.ID
 			}
@@ -287,24 +287,11 @@ func (c *Core) normalize(m vocab.Message, finish vocab.FinishReason, work uint64
 }
 
 // derivedID makes a deterministic id for something the core names itself
-// (a reply without an id, a tool result message): session, tag, number.
+// (a reply without an id, a renamed tool call): session, tag, number.
 func (c *Core) derivedID(tag string, n uint64) vocab.ID {
-	return vocab.ID(string(c.cfg.Session) + "-" + tag + itoa(n))
+	return c.ids.JoinUint(n, string(c.cfg.Session), "-", tag)
 }
 
-func itoa(n uint64) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
-}
 
 // ---- hook verdicts ----
 
@@ -395,7 +382,7 @@ func (c *Core) rewriteClaim(p *pending, msgs []vocab.Message) []vocab.Message {
 	out := make([]vocab.Message, len(msgs))
 	for i, m := range msgs {
 		if m.ID == "" {
-			m.ID = vocab.ID(string(c.derivedID("w", p.id)) + "-" + itoa(uint64(i+1)))
+			m.ID = c.ids.JoinUint(uint64(i+1), string(c.derivedID("w", p.id)), "-")
 		}
 		if m.Role == "" || m.Role == vocab.RoleSystem {
 			m.Role = vocab.RoleUser

@@ -75,7 +75,6 @@ func (c *Core) run() {
 				continue
 			}
 			r.call.inst = c.m.tool.New(tool.NewCtx(r.call.Call, tool.Config{AbortGrace: c.cfg.AbortGrace}), &c.m.out)
-			c.emit(vocab.EventToolCall, vocab.ToolPayload{Call: r.call.Call})
 			r.kind = reqTool
 		case reqLaunch:
 			c.launch(r.call)

@@ -30,6 +30,10 @@ func (c *Core) turnEffect(eff chart.Effect) {
 		c.batch = c.batch[:0]
 		for _, tc := range f.Calls {
 			c.batch = append(c.batch, &call{Call: tc})
+			// Every call of the batch is on the log before any runs, so
+			// a call that never starts (a cancel, a close) still has its
+			// tool/call beside its result.
+			c.emit(vocab.EventToolCall, vocab.ToolPayload{Call: tc})
 		}
 		c.next = 0
 		c.startNext()
@@ -266,7 +270,7 @@ func (c *Core) cancelTools(cause vocab.CancelCause) {
 func (c *Core) commitResults(results []vocab.ToolResult) {
 	for _, res := range results {
 		m := vocab.ToolMessage(res)
-		m.ID = vocab.ID(string(c.cfg.Session) + "-r-" + res.CallID)
+		m.ID = c.ids.Join(string(c.cfg.Session), "-r-", res.CallID)
 		c.history = append(c.history, m)
 		r := res
 		c.emit(vocab.EventToolResult, vocab.ToolPayload{Call: vocab.ToolCall{ID: res.CallID, Name: res.Name}, Result: &r})
