@@ -292,7 +292,6 @@ func (c *Core) derivedID(tag string, n uint64) vocab.ID {
 	return c.ids.JoinUint(n, string(c.cfg.Session), "-", tag)
 }
 
-
 // ---- hook verdicts ----
 
 func (c *Core) verdict(p *pending, v vocab.HookVerdict) {
