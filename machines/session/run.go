@@ -110,13 +110,7 @@ func (c *Core) settle(r fireReq) {
 				From: string(t.From), To: string(t.To), Trigger: string(t.Trigger), Guard: t.Guard, Internal: t.Internal})
 			continue
 		}
-		k := transKey{machine: t.Machine, index: t.Index, from: t.From, to: t.To}
-		p, ok := c.m.payloads[k]
-		if !ok {
-			p = vocab.TransitionPayload{Machine: t.Machine, From: string(t.From), To: string(t.To), Trigger: string(t.Trigger), Guard: t.Guard, Internal: t.Internal}
-			c.m.payloads[k] = p
-		}
-		c.emit(vocab.EventTransition, p)
+		c.emit(vocab.EventTransition, c.m.payload(r.kind, t))
 	}
 	effects := c.m.out.Effects
 	switch r.kind {
@@ -156,6 +150,23 @@ func (c *Core) settle(r fireReq) {
 			c.toolEffect(r.call, eff)
 		}
 	}
+}
+
+// payload returns the boxed payload of agent or turn transition t, made
+// once per machine kind (no hashing: by transition index, then leaf).
+func (m *Machines) payload(kind reqKind, t chart.Record) any {
+	byIndex := m.payloads[0]
+	if kind == reqTurn {
+		byIndex = m.payloads[1]
+	}
+	for _, e := range byIndex[t.Index] {
+		if e.from == t.From && e.to == t.To {
+			return e.p
+		}
+	}
+	p := vocab.TransitionPayload{Machine: t.Machine, From: string(t.From), To: string(t.To), Trigger: string(t.Trigger), Guard: t.Guard, Internal: t.Internal}
+	byIndex[t.Index] = append(byIndex[t.Index], payloadEntry{from: t.From, to: t.To, p: p})
+	return p
 }
 
 // ---- agent effects ----

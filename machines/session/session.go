@@ -190,7 +190,7 @@ type Machines struct {
 	// payloads caches the transition payloads of the agent and turn
 	// machines, boxed once: they repeat every step, and a boxed payload is
 	// immutable, so events share them.
-	payloads map[transKey]any
+	payloads [2][][]payloadEntry // [agent, turn][transition index]
 
 	// The scratch of whichever core fires on these machines: the Ready
 	// being built, the run-to-completion queue and the effects buffer.
@@ -201,15 +201,19 @@ type Machines struct {
 	out chart.Out
 }
 
-type transKey struct {
-	machine  string
-	index    int
+// payloadEntry is one boxed transition payload: a transition declared on
+// a superstate is logged with the leaf it left, so an index may have a few.
+type payloadEntry struct {
 	from, to chart.State
+	p        any
 }
 
 // NewMachines builds the three machine kinds.
 func NewMachines() *Machines {
-	return &Machines{agent: agent.New(), turn: turn.New(), tool: tool.New(), payloads: map[transKey]any{}}
+	m := &Machines{agent: agent.New(), turn: turn.New(), tool: tool.New()}
+	m.payloads[0] = make([][]payloadEntry, len(agent.Definition.Transitions))
+	m.payloads[1] = make([][]payloadEntry, len(turn.Definition.Transitions))
+	return m
 }
 
 // Core is one session. It is not safe for concurrent use: one goroutine
