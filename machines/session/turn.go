@@ -397,7 +397,11 @@ func (c *Core) endTurn(f turn.EndTurn) {
 func (c *Core) promptResult(f turn.EndTurn) vocab.PromptResult {
 	switch f.End.Kind {
 	case vocab.EndCompleted, vocab.EndMaxTokens:
-		return vocab.PromptResult{Kind: vocab.PromptCompleted, Steps: f.Steps, Truncated: f.End.Kind == vocab.EndMaxTokens, StopReason: c.stopReason}
+		reason := c.stopReason
+		if reason == "" && c.turn != nil && c.turn.Ctx.Paused {
+			reason = "paused" // the turn stopped at its drain; Continue picks it up
+		}
+		return vocab.PromptResult{Kind: vocab.PromptCompleted, Steps: f.Steps, Truncated: f.End.Kind == vocab.EndMaxTokens, StopReason: reason}
 	case vocab.EndBlocked:
 		return vocab.PromptResult{Kind: vocab.PromptBlocked, Steps: f.Steps, Detail: "refused by the step gate"}
 	case vocab.EndAborted:
