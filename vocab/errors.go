@@ -70,6 +70,9 @@ const (
 	// CodeDuplicateID: a caller re-used an id that is queued, running or
 	// already used.
 	CodeDuplicateID Code = "input.duplicate_id"
+	// CodeNotQueued: a withdraw named an input that is not queued (already
+	// claimed by a step, or never queued).
+	CodeNotQueued Code = "input.not_queued"
 	// CodeStale: an input names work that is no longer outstanding.
 	CodeStale Code = "input.stale"
 	// CodeAppendFailed: the event sink refused a batch; the session stopped.

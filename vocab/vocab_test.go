@@ -480,6 +480,7 @@ func TestNewCodes(t *testing.T) {
 		vocab.CodeGuardPanicked: "machine.guard_panicked",
 		vocab.CodeDuplicateID:   "input.duplicate_id",
 		vocab.CodeStale:         "input.stale",
+		vocab.CodeNotQueued:     "input.not_queued",
 		vocab.CodeAppendFailed:  "log.append_failed",
 		vocab.CodeReentrant:     "agent.reentrant",
 		vocab.CodeStuck:         "agent.stuck",

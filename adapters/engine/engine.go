@@ -327,7 +327,7 @@ func (e *Engine) message(kind vocab.InputKind, msg vocab.Message, key string, by
 func (e *Engine) Withdraw(id vocab.ID) (bool, error) {
 	err := e.call(item{in: vocab.Input{Kind: vocab.InWithdraw, At: e.opt.Clock.Now(), ID: e.newID(), Target: id}})
 	if err != nil {
-		if vocab.CodeOf(err) == session.ErrNotQueued.(*vocab.Error).Code {
+		if vocab.CodeOf(err) == vocab.CodeNotQueued {
 			return false, nil
 		}
 		return false, err

@@ -20,7 +20,7 @@ func (c *Core) apply(in vocab.Input) error {
 	case vocab.InWithdraw:
 		c.cause = vocab.CancelCause{Kind: vocab.CancelUser, Reason: "withdrawn"}
 		if err := c.first(in, agent.Drop{ID: in.Target}); err != nil {
-			return vocab.Errorf(vocab.Code("input.not_queued"), "withdraw: %s is not queued", in.Target)
+			return vocab.Errorf(vocab.CodeNotQueued, "withdraw: %s is not queued", in.Target)
 		}
 		c.ack(in)
 	case vocab.InCancel:

@@ -64,14 +64,12 @@ var (
 	// ErrDuplicateID: the input's id was already used in this session
 	// (queued, running, or done: ids are never reused, so every message
 	// of a history has its own).
-	ErrDuplicateID = vocab.Code("input.duplicate_id").Err()
+	ErrDuplicateID = vocab.CodeDuplicateID.Err()
 	// ErrNotIdle: maintenance needs an idle agent with nothing to wait for.
 	ErrNotIdle = vocab.CodeNotIdle.Err()
 	// ErrNotQueued: a withdraw named an input that is not queued (already
 	// claimed, or never queued).
-	ErrNotQueued = vocab.Code("input.not_queued").Err()
-	// ErrNoMachines: Step was called on a core without machines (see Use).
-	ErrNoMachines = vocab.CodeInternal.Err()
+	ErrNotQueued = vocab.CodeNotQueued.Err()
 )
 
 // Hooks says which hook slots have handlers. The core asks for hook work
@@ -434,7 +432,7 @@ func (c *Core) Validate(in vocab.Input) error {
 			return vocab.Errorf(vocab.CodeBadInput, "remind: empty key")
 		}
 		if _, dup := c.used[in.ID]; dup {
-			return vocab.Errorf(ErrDuplicateID.(*vocab.Error).Code, "%s: id %s was already used in this session", in.Kind, in.ID)
+			return vocab.Errorf(vocab.CodeDuplicateID, "%s: id %s was already used in this session", in.Kind, in.ID)
 		}
 	case vocab.InWithdraw:
 		if c.closing() {
@@ -444,7 +442,7 @@ func (c *Core) Validate(in vocab.Input) error {
 			return vocab.Errorf(vocab.CodeBadInput, "withdraw: no target id")
 		}
 		if !c.agent.Ctx.Queued(in.Target) {
-			return vocab.Errorf(ErrNotQueued.(*vocab.Error).Code, "withdraw: %s is not queued", in.Target)
+			return vocab.Errorf(vocab.CodeNotQueued, "withdraw: %s is not queued", in.Target)
 		}
 	case vocab.InCancel:
 		if c.closing() {
