@@ -103,22 +103,7 @@ type EventIDs struct{ buf []byte }
 const eventIDBlock = 512
 
 // ID returns EventID(session, seq).
-func (a *EventIDs) ID(session ID, seq uint64) ID {
-	n := len(session) + 1 + 20
-	if cap(a.buf)-len(a.buf) < n {
-		size := eventIDBlock
-		if n > size {
-			size = n
-		}
-		a.buf = make([]byte, 0, size)
-	}
-	start := len(a.buf)
-	a.buf = append(a.buf, session...)
-	a.buf = append(a.buf, '-')
-	a.buf = strconv.AppendUint(a.buf, seq, 10)
-	b := a.buf[start:len(a.buf):len(a.buf)]
-	return ID(unsafe.String(unsafe.SliceData(b), len(b)))
-}
+func (a *EventIDs) ID(session ID, seq uint64) ID { return a.JoinUint(seq, string(session), "-") }
 
 // Join returns the parts joined, cut from the same blocks as ID: the ids a
 // session core derives itself ("<session>-m12", "<session>-r-<call>").

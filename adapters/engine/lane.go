@@ -25,22 +25,18 @@ type item struct {
 }
 
 // call posts a caller's input and waits until it is recorded or refused.
-func (e *Engine) call(it item) error { return e.callCtx(nil, it) }
+func (e *Engine) call(it item) error { return e.callCtx(context.Background(), it) }
 
-// callCtx is call, giving up when ctx (nil: never) ends first.
+// callCtx is call, giving up when ctx ends first.
 func (e *Engine) callCtx(ctx context.Context, it item) error {
 	it.reply = make(chan error, 1)
 	if err := e.post(it, nil); err != nil {
 		return err
 	}
-	var stop <-chan struct{}
-	if ctx != nil {
-		stop = ctx.Done()
-	}
 	select {
 	case err := <-it.reply:
 		return err
-	case <-stop:
+	case <-ctx.Done():
 		return context.Cause(ctx)
 	case <-e.done:
 		select {

@@ -51,7 +51,7 @@ func (c *Core) apply(in vocab.Input) error {
 		if err := c.first(in, agent.MaintenanceStart{}); err != nil {
 			return vocab.Errorf(vocab.CodeNotIdle, "maintenance refused: %v", err)
 		}
-		c.start(&pending{kind: WorkMaintenance, input: in.ID}, Work{Input: in.ID})
+		c.start(&pending{kind: WorkMaintenance}, Work{Input: in.ID})
 		c.ack(in)
 	case vocab.InMaintenanceDone:
 		c.emitInput(in)
@@ -239,7 +239,7 @@ func (c *Core) askErrorHandlers(err *vocab.Error, in *vocab.Input) {
 	}
 	cp := *in
 	e := *err // the hook's own copy
-	c.start(&pending{kind: WorkHook, hook: vocab.HookRequestError, turn: c.turnNo, failure: &cp},
+	c.start(&pending{kind: WorkHook, turn: c.turnNo, failure: &cp},
 		Work{Hook: vocab.HookRequestError, Info: c.info(c.step), Err: &e, Attempt: c.turn.Ctx.Attempt, History: c.History()})
 }
 
@@ -296,9 +296,9 @@ func (c *Core) derivedID(tag string, n uint64) vocab.ID {
 
 func (c *Core) verdict(p *pending, v vocab.HookVerdict) {
 	if v.Err != nil {
-		c.emit(vocab.EventHookFailed, vocab.HookPayload{Hook: p.hook, Code: v.Err.Code, Message: v.Err.Message})
+		c.emit(vocab.EventHookFailed, vocab.HookPayload{Hook: p.work.Hook, Code: v.Err.Code, Message: v.Err.Message})
 	}
-	switch p.hook {
+	switch p.work.Hook {
 	case vocab.HookWillBeginStep:
 		switch {
 		case v.Err != nil:
@@ -330,7 +330,7 @@ func (c *Core) verdict(p *pending, v vocab.HookVerdict) {
 			var rw *vocab.Message
 			if v.Rewritten != nil {
 				m := *v.Rewritten
-				m.ID, m.Role = p.prompt, vocab.RoleUser
+				m.ID, m.Role = p.work.Prompt.ID, vocab.RoleUser
 				if m.Source == "" {
 					m.Source = vocab.SourceInput
 				}

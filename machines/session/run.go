@@ -220,14 +220,14 @@ func (c *Core) agentEffect(eff chart.Effect) {
 	case agent.GatePrompt:
 		if c.cfg.Hooks.BeforeSubmitPrompt {
 			m := vocab.CloneMessage(f.Message) // the hook's own copy
-			c.start(&pending{kind: WorkHook, hook: vocab.HookBeforeSubmitPrompt, prompt: f.ID},
+			c.start(&pending{kind: WorkHook},
 				Work{Hook: vocab.HookBeforeSubmitPrompt, Prompt: &m, Info: StepInfo{Session: c.cfg.Session}, History: c.History()})
 		} else {
 			c.enqueue(fireReq{kind: reqAgent, ev: agent.PromptPass{}})
 		}
 	case agent.AbortGate:
 		for _, p := range c.work {
-			if p.kind == WorkHook && p.hook == vocab.HookBeforeSubmitPrompt {
+			if p.kind == WorkHook && p.work.Hook == vocab.HookBeforeSubmitPrompt {
 				c.cancel(p.id, f.Cause)
 				break
 			}

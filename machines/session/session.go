@@ -152,21 +152,6 @@ func HooksOf(slots []vocab.HookName) Hooks {
 	return h
 }
 
-// Slots lists the slots of h in a fixed order.
-func (h Hooks) Slots() []vocab.HookName {
-	var s []vocab.HookName
-	for _, x := range [...]struct {
-		on   bool
-		name vocab.HookName
-	}{{h.WillBeginStep, vocab.HookWillBeginStep}, {h.DidFinishStep, vocab.HookDidFinishStep}, {h.TurnStopping, vocab.HookTurnStopping},
-		{h.BeforeSubmitPrompt, vocab.HookBeforeSubmitPrompt}, {h.RequestError, vocab.HookRequestError}} {
-		if x.on {
-			s = append(s, x.name)
-		}
-	}
-	return s
-}
-
 func (c Config) withDefaults() Config {
 	if c.AbortGrace == 0 {
 		c.AbortGrace = turn.DefaultAbortGrace
@@ -679,22 +664,18 @@ type Result struct {
 type pending struct {
 	id   uint64
 	kind WorkKind
-	hook vocab.HookName
 	// turn is the turn the work belongs to (0: the session's).
 	turn int
 	// claimed are the messages a will-begin-step hook holds.
 	claimed []vocab.Message
-	// prompt is the judged prompt (before-submit-prompt).
-	prompt vocab.ID
 	// failure is what a request-error hook was asked about, with the empty
 	// reply it may stand for.
 	failure *vocab.Input
 	// timer identifies a timer's owner.
 	machine, instance, name string
 	seq                     uint64
-	// input is the caller input behind maintenance work.
-	input vocab.ID
-	// work is the work as started, re-emitted by Restore.
+	// work is the work as started (its hook, prompt, job input), re-emitted
+	// by Restore.
 	work Work
 }
 

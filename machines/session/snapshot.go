@@ -60,16 +60,13 @@ type callSnapshot struct {
 type pendingSnapshot struct {
 	ID       uint64          `json:"id"`
 	Kind     WorkKind        `json:"kind"`
-	Hook     vocab.HookName  `json:"hook,omitempty"`
 	Turn     int             `json:"turn,omitempty"`
 	Claimed  []vocab.Message `json:"claimed,omitempty"`
-	Prompt   vocab.ID        `json:"prompt,omitempty"`
 	Failure  *vocab.Input    `json:"failure,omitempty"`
 	Machine  string          `json:"machine,omitempty"`
 	Instance string          `json:"instance,omitempty"`
 	Name     string          `json:"name,omitempty"`
 	TimerSeq uint64          `json:"timerSeq,omitempty"`
-	Input    vocab.ID        `json:"input,omitempty"`
 	Work     Work            `json:"work"`
 }
 
@@ -110,8 +107,8 @@ func (c *Core) Snapshot() ([]byte, error) {
 		s.Batch = append(s.Batch, cs)
 	}
 	for _, p := range c.work {
-		s.Work = append(s.Work, pendingSnapshot{ID: p.id, Kind: p.kind, Hook: p.hook, Turn: p.turn, Claimed: p.claimed, Prompt: p.prompt,
-			Failure: p.failure, Machine: p.machine, Instance: p.instance, Name: p.name, TimerSeq: p.seq, Input: p.input, Work: p.work})
+		s.Work = append(s.Work, pendingSnapshot{ID: p.id, Kind: p.kind, Turn: p.turn, Claimed: p.claimed,
+			Failure: p.failure, Machine: p.machine, Instance: p.instance, Name: p.name, TimerSeq: p.seq, Work: p.work})
 	}
 	return json.Marshal(s)
 }
@@ -178,8 +175,8 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 		if ps.ID == 0 || ps.ID > c.workSeq {
 			return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: work %d outside 1..%d", ps.ID, c.workSeq)
 		}
-		p := &pending{id: ps.ID, kind: ps.Kind, hook: ps.Hook, turn: ps.Turn, claimed: ps.Claimed, prompt: ps.Prompt, failure: ps.Failure,
-			machine: ps.Machine, instance: ps.Instance, name: ps.Name, seq: ps.TimerSeq, input: ps.Input, work: ps.Work}
+		p := &pending{id: ps.ID, kind: ps.Kind, turn: ps.Turn, claimed: ps.Claimed, failure: ps.Failure,
+			machine: ps.Machine, instance: ps.Instance, name: ps.Name, seq: ps.TimerSeq, work: ps.Work}
 		if p.kind == WorkHook {
 			p.work.History = c.History()
 		}

@@ -64,7 +64,7 @@ func (c *Core) runGate(f turn.RunGate) {
 		c.gateDecide(claimed)
 		return
 	}
-	c.start(&pending{kind: WorkHook, hook: vocab.HookWillBeginStep, turn: c.turnNo, claimed: claimed},
+	c.start(&pending{kind: WorkHook, turn: c.turnNo, claimed: claimed},
 		Work{Hook: vocab.HookWillBeginStep, Info: c.info(f.Step), Messages: cloneMessages(claimed), History: c.History()})
 }
 
@@ -311,7 +311,7 @@ func (c *Core) drain(f turn.Drain) {
 	c.endStep(c.lastFinish)
 	c.concluded = f.Concluded
 	if c.cfg.Hooks.DidFinishStep {
-		c.start(&pending{kind: WorkHook, hook: vocab.HookDidFinishStep, turn: c.turnNo},
+		c.start(&pending{kind: WorkHook, turn: c.turnNo},
 			Work{Hook: vocab.HookDidFinishStep, Info: c.info(f.Step), History: c.History()})
 		return
 	}
@@ -327,7 +327,7 @@ func (c *Core) drainStopping() {
 		return
 	}
 	if c.cfg.Hooks.TurnStopping && c.concluded && !c.stopping() && len(c.agent.Ctx.NextStep) == 0 {
-		c.start(&pending{kind: WorkHook, hook: vocab.HookTurnStopping, turn: c.turnNo},
+		c.start(&pending{kind: WorkHook, turn: c.turnNo},
 			Work{Hook: vocab.HookTurnStopping, Info: c.info(c.step), History: c.History()})
 		return
 	}
@@ -371,7 +371,7 @@ func (c *Core) endTurn(f turn.EndTurn) {
 	}
 	for i := 0; i < len(c.work); {
 		if p := c.work[i]; p.turn == c.turnNo && p.turn != 0 {
-			if p.kind == WorkHook && p.hook == vocab.HookWillBeginStep {
+			if p.kind == WorkHook && p.work.Hook == vocab.HookWillBeginStep {
 				c.unclaim(p.claimed, "cancelled")
 			}
 			cause := vocab.CancelCause{Kind: vocab.CancelUser}
