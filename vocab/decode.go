@@ -85,6 +85,9 @@ var eventKinds = []struct {
 	{EventHistoryReplaced, decodeAs[HistoryPayload]},
 	{EventHookFailed, decodeAs[HookPayload]},
 	{EventWorkStuck, decodeAs[StuckPayload]},
+	{EventRequestHeader, decodeAs[HeaderPayload]},
+	{EventRecovering, decodeAs[ErrorPayload]},
+	{EventSnapshot, decodeAs[SnapshotPayload]},
 }
 
 // decoders maps each kind of eventKinds to its payload decoder.

@@ -97,7 +97,7 @@ func goldenEvents() []vocab.Event {
 		{kind: vocab.EventStepStart, turn: 1, step: 1},
 		{vocab.EventStepEnd, 1, 1, vocab.StepEndPayload{Finish: vocab.FinishToolCalls}},
 		{vocab.EventUserMessage, 1, 1, vocab.MessagePayload{Message: user}},
-		{vocab.EventAssistant, 1, 1, vocab.MessagePayload{Message: reply}},
+		{vocab.EventAssistant, 1, 1, vocab.MessagePayload{Message: reply, SourceSeqs: []uint64{12, 15}}},
 		{vocab.EventToolCall, 1, 1, vocab.ToolPayload{Call: call}},
 		{vocab.EventToolResult, 1, 1, vocab.ToolPayload{Call: vocab.ToolCall{ID: "call_1", Name: "read"}, Result: &vocab.ToolResult{
 			CallID: "call_1", Name: "read", Content: "denied", IsError: true, Code: vocab.CodeToolDenied,
@@ -114,6 +114,9 @@ func goldenEvents() []vocab.Event {
 		{vocab.EventHistoryReplaced, 1, 2, vocab.HistoryPayload{By: "error-handler", Messages: []vocab.Message{user, reply}}},
 		{vocab.EventHookFailed, 1, 2, vocab.HookPayload{Hook: vocab.HookDidFinishStep, Code: vocab.CodeHook, Message: "hook panicked: boom"}},
 		{vocab.EventWorkStuck, 0, 0, vocab.StuckPayload{Work: 9, What: `tool "sleep" (call_9)`}},
+		{vocab.EventRequestHeader, 1, 1, vocab.HeaderPayload{Reason: "resume", Model: "m-1", System: "Be brief.", MaxTokens: 4096, Tools: []string{"echo", "read_file"}}},
+		{vocab.EventRecovering, 1, 1, vocab.ErrorPayload{Code: vocab.CodeEmptyResponse, Message: "the reply was empty"}},
+		{vocab.EventSnapshot, 0, 0, vocab.SnapshotPayload{Seq: 41, Core: json.RawMessage(`{"v":1,"session":"01J9Z3NDEKTSV4RRFFQ69G5FAV"}`)}},
 	}
 	inputs := []vocab.Input{
 		in(vocab.InSubmit, func(v *vocab.Input) { v.ID = user.ID; v.Message = &user }),
@@ -173,6 +176,10 @@ func goldenEvents() []vocab.Event {
 		in(vocab.InTimerFired, func(v *vocab.Input) { v.Work = 6 }),
 		in(vocab.InHooks, func(v *vocab.Input) { v.Slots = []vocab.HookName{vocab.HookWillBeginStep, vocab.HookRequestError} }),
 		in(vocab.InStopped, func(v *vocab.Input) { v.Stuck = []vocab.StuckWork{{Work: 9, What: `tool "sleep" (call_9)`}} }),
+		in(vocab.InOpen, func(v *vocab.Input) {
+			v.Config = json.RawMessage(`{"session":"01J9Z3NDEKTSV4RRFFQ69G5FAV","model":"m-1","hooks":{}}`)
+		}),
+		in(vocab.InCheckpoint, func(v *vocab.Input) {}),
 	}
 	for _, v := range inputs {
 		cases = append(cases, c{kind: v.EventKind(), turn: 1, step: 2, payload: v})

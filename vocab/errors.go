@@ -77,6 +77,26 @@ const (
 	CodeStale Code = "input.stale"
 	// CodeAppendFailed: the event sink refused a batch; the session stopped.
 	CodeAppendFailed Code = "log.append_failed"
+	// CodeNoSession: the store holds no session with that id.
+	CodeNoSession Code = "log.no_session"
+	// CodeLoadFailed: the session exists but its log could not be read or
+	// folded (a damaged file, an undecodable event, a gap). It is never
+	// replaced by a blank session.
+	CodeLoadFailed Code = "log.load_failed"
+	// CodeClaimLost: the writer's claim is no longer the session's (a
+	// newer writer took it over); its append was refused.
+	CodeClaimLost Code = "log.claim_lost"
+	// CodeClaimed: a live writer in another process holds the session.
+	CodeClaimed Code = "log.claimed"
+	// CodeSequence: an append did not start at the session's next
+	// sequence number.
+	CodeSequence Code = "log.sequence"
+	// CodeSchema: the store's schema is newer than this binary knows, or
+	// not a loopchart store at all.
+	CodeSchema Code = "log.schema"
+	// CodeDiverged: replaying a log's inputs derived an event different
+	// from the recorded one.
+	CodeDiverged Code = "log.diverged"
 	// CodeClosed: the session or service is closed.
 	CodeClosed Code = "agent.closed"
 	// CodeNotIdle: the operation needs an idle agent.

@@ -1,6 +1,7 @@
 package vocab
 
 import (
+	"encoding/json"
 	"strconv"
 	"time"
 	"unsafe"
@@ -52,6 +53,21 @@ const (
 	// EventWorkStuck records work that ignored cancellation past the close
 	// deadline. Its payload is a StuckPayload.
 	EventWorkStuck EventKind = "work/stuck"
+	// EventRequestHeader records the header of the model requests (model,
+	// system prompt, tools, limits): "initial" before a session's first
+	// request, "resume" before the first request after a reopen, "change"
+	// when it differs from the last one logged. Its payload is a
+	// HeaderPayload.
+	EventRequestHeader EventKind = "request/header"
+	// EventRecovering records a failed request that recovery takes up
+	// again at once (an empty reply), before any retry policy applies.
+	// Its payload is an ErrorPayload.
+	EventRecovering EventKind = "llm/recovering"
+	// EventSnapshot records a snapshot of the session core, taken just
+	// before the input/checkpoint event that precedes it: a reopen
+	// restores it and steps the inputs after it. Its payload is a
+	// SnapshotPayload.
+	EventSnapshot EventKind = "core/snapshot"
 )
 
 // InputEventPrefix starts the kind of every event that records an accepted
@@ -172,6 +188,27 @@ type StepEndPayload struct {
 // MessagePayload carries a message (user, assistant or tool).
 type MessagePayload struct {
 	Message Message `json:"message"`
+	// SourceSeqs are the sequence numbers of the input/model.parts events
+	// whose streamed parts made an assistant message (none when the reply
+	// arrived whole).
+	SourceSeqs []uint64 `json:"sourceSeqs,omitempty"`
+}
+
+// HeaderPayload records the header of model requests and why it was
+// logged ("initial", "resume" or "change").
+type HeaderPayload struct {
+	Reason    string   `json:"reason"`
+	Model     string   `json:"model,omitempty"`
+	System    string   `json:"system,omitempty"`
+	MaxTokens int      `json:"maxTokens,omitempty"`
+	Tools     []string `json:"tools,omitempty"`
+}
+
+// SnapshotPayload carries a session core's snapshot (its versioned JSON
+// form) and the sequence number it was taken at.
+type SnapshotPayload struct {
+	Seq  uint64          `json:"seq"`
+	Core json.RawMessage `json:"core"`
 }
 
 // DeltaPayload carries one streamed piece of an assistant reply.

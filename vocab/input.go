@@ -1,6 +1,7 @@
 package vocab
 
 import (
+	"encoding/json"
 	"strconv"
 	"time"
 )
@@ -29,6 +30,19 @@ const (
 	// steps it before other input whenever the set changed, so a replay
 	// asks for the same hook work.
 	InHooks InputKind = "hooks"
+	// InOpen opens the session: the first input of every session, and
+	// the first after every reopen. Config carries the session core's
+	// configuration (its JSON form; the core decodes it), so a log
+	// describes its session whole. Stepped on a core that a reopen folded
+	// from its log, it recovers what a crash left open: every tool call
+	// without a result gets an interrupted result, an open step ends
+	// interrupted, an open turn ends interrupted; queued input stays
+	// queued. The next model request logs request/header "resume".
+	InOpen InputKind = "open"
+	// InCheckpoint asks the core to record a snapshot of itself in its
+	// log (a core/snapshot event), so a reopen folds from it and the tail
+	// after it instead of from the first event. It must start a batch.
+	InCheckpoint InputKind = "checkpoint"
 )
 
 // Results of work.
@@ -103,6 +117,8 @@ type Input struct {
 	// Stuck lists work that ignored cancellation past the close deadline
 	// (stopped), with what it was.
 	Stuck []StuckWork `json:"stuck,omitempty"`
+	// Config is the session core's configuration in its JSON form (open).
+	Config json.RawMessage `json:"config,omitempty"`
 }
 
 // StuckWork is work that did not end when a closing session cancelled it.
@@ -125,7 +141,7 @@ var inputKinds = func() map[InputKind]EventKind {
 	m := map[InputKind]EventKind{}
 	for _, k := range []InputKind{InSubmit, InSteer, InInject, InNotify, InRemind, InWithdraw, InCancel, InPause, InContinue,
 		InMaintenanceStart, InMaintenanceDone, InClose, InHooks, InModelParts, InModelDone, InModelFailed, InToolUpdate,
-		InToolDone, InHookDone, InTimerFired, InStopped} {
+		InToolDone, InHookDone, InTimerFired, InStopped, InOpen, InCheckpoint} {
 		m[k] = EventKind("input/" + string(k))
 	}
 	return m

@@ -185,17 +185,26 @@ func (u Usage) Add(v Usage) Usage {
 	return Usage{u.InputTokens + v.InputTokens, u.OutputTokens + v.OutputTokens, u.CacheReadTokens + v.CacheReadTokens, u.CacheWriteTokens + v.CacheWriteTokens}
 }
 
+// InterruptedToolText is the result of a tool call that a crash left
+// without one: recovery on reopen writes it (seed-semantics §3.7).
+const InterruptedToolText = "Tool execution was interrupted before its result was recorded"
+
 // AbortedResult is the one result of a call cut off by an abort, shared by
 // the turn machine (calls it fills in) and the tool machine: `Tool "NAME"
 // was aborted` when it had started, `... before execution` when not; a user
-// cancel adds that the model should not simply retry.
+// cancel adds that the model should not simply retry; an interruption (a
+// crash, closed by recovery) gives InterruptedToolText.
+
 func AbortedResult(call ToolCall, started bool, cause CancelCause) ToolResult {
 	text := fmt.Sprintf("Tool %q was aborted before execution", call.Name)
 	if started {
 		text = fmt.Sprintf("Tool %q was aborted", call.Name)
 	}
-	if cause.Kind == CancelUser {
+	switch cause.Kind {
+	case CancelUser:
 		text += ". The user interrupted this tool call; do not simply retry it, wait for the user's next instruction"
+	case CancelInterrupted:
+		text = InterruptedToolText
 	}
 	return ToolResult{CallID: call.ID, Name: call.Name, Content: text, IsError: true, Code: CodeToolAborted, Started: started}
 }

@@ -36,6 +36,9 @@ const (
 	CancelParent   CancelKind = "parent"
 	CancelHook     CancelKind = "hook"
 	CancelDisposed CancelKind = "disposed"
+	// CancelInterrupted: the process running the session stopped (a
+	// crash); recovery on reopen closes what it left open.
+	CancelInterrupted CancelKind = "interrupted"
 )
 
 // CancelCause says who cancelled and, for a hook, why.

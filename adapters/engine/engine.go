@@ -42,6 +42,11 @@ import (
 type Options struct {
 	// Session names the session; a new ID when empty.
 	Session vocab.ID
+	// Core, when set, is the session to run on: a core folded from the
+	// session's log (store.Fold), whose session id wins over Session. New
+	// then steps an open input on it, which recovers what the process that
+	// wrote the log left open; the Sink must continue that log.
+	Core *session.Core
 	// Provider answers model requests.
 	Provider vocab.Provider
 	// Tools executes tool calls; an empty registry when nil.
@@ -216,13 +221,26 @@ func New(opt Options) (*Engine, error) {
 	if opt.Session == "" {
 		opt.Session = opt.IDs.NewID(opt.Clock.Now())
 	}
+	if opt.Core != nil {
+		opt.Session = opt.Core.Session()
+	}
 	cfg := session.Config{Session: opt.Session, System: opt.System, Model: opt.Model, MaxTokens: opt.MaxTokens,
 		Tools: opt.Tools.Specs(), MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop}
-	m := machines.Get().(*session.Machines)
-	core, err := session.New(cfg, m)
-	machines.Put(m)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	open, err := session.ConfigJSON(cfg)
 	if err != nil {
 		return nil, err
+	}
+	core := opt.Core
+	if core == nil {
+		m := machines.Get().(*session.Machines)
+		core, err = session.New(cfg, m)
+		machines.Put(m)
+		if err != nil {
+			return nil, err
+		}
 	}
 	core.Use(nil)
 	var backing eventlog.Reader
@@ -246,6 +264,12 @@ func New(opt Options) (*Engine, error) {
 	// context registers with it (a map insert and delete per piece of
 	// work); stop cancels every running piece itself (cancelAll).
 	e.workCtx = context.WithValue(context.Background(), ctxKey{}, e)
+	// The open input heads every session's log with its configuration
+	// (and, on a reopen, recovers): New returns once it is durable.
+	if err := e.call(item{in: vocab.Input{Kind: vocab.InOpen, At: opt.Clock.Now(), ID: e.newID(), Config: open}}); err != nil {
+		e.stop(err)
+		return nil, err
+	}
 	return e, nil
 }
 

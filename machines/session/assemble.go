@@ -19,12 +19,16 @@ type Assembler struct {
 	finish vocab.FinishReason
 	// open is set once message/start has been logged for this request.
 	open bool
+	// sources are the sequence numbers of the model.parts inputs of this
+	// request.
+	sources []uint64
 }
 
 // Reset starts a new reply.
 func (a *Assembler) Reset() {
 	a.msg = vocab.Message{Role: vocab.RoleAssistant, Source: vocab.SourceModel}
 	a.kind, a.usage, a.finish, a.open = "", vocab.Usage{}, "", false
+	a.sources = nil
 	a.buf.Reset()
 }
 

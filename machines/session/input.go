@@ -59,6 +59,7 @@ func (c *Core) apply(in vocab.Input) error {
 		c.fireNow(agent.MaintenanceDone{})
 	case vocab.InModelParts:
 		c.emitInput(in)
+		c.reply.sources = append(c.reply.sources, c.seq)
 		if !c.reply.open {
 			c.reply.open = true
 			c.emit(vocab.EventMessageStart, messageStart)
@@ -99,6 +100,10 @@ func (c *Core) apply(in vocab.Input) error {
 		p := c.find(in.Work)
 		c.drop(in.Work)
 		c.timerFired(p)
+	case vocab.InOpen:
+		c.open(in)
+	case vocab.InCheckpoint:
+		c.checkpoint(in)
 	case vocab.InStopped:
 		c.emitInput(in)
 		for _, s := range in.Stuck {

@@ -253,6 +253,14 @@ type Core struct {
 	// settled.
 	blocking vocab.ID
 	closed   bool
+	// opened is set by the session's first open input; header is the
+	// reason the next model request logs its header for ("initial",
+	// "resume", "change"; empty: the header logged last still holds).
+	// recovering is set while an open input recovers what a crash left
+	// open: work then is dead, not cancelled.
+	opened     bool
+	header     string
+	recovering bool
 
 	ids vocab.EventIDs
 }
@@ -483,6 +491,16 @@ func (c *Core) Validate(in vocab.Input) error {
 			return vocab.Errorf(vocab.CodeBadInput, "hook.done: needs work and a verdict")
 		}
 	case vocab.InStopped:
+	case vocab.InOpen:
+		cfg, err := c.openConfig(in)
+		if err != nil {
+			return err
+		}
+		_ = cfg
+	case vocab.InCheckpoint:
+		if len(c.m.rd.Events)+len(c.m.rd.Work)+len(c.m.rd.Results) > 0 {
+			return vocab.Errorf(vocab.CodeBadInput, "checkpoint: must start a batch")
+		}
 	default:
 		return vocab.Errorf(vocab.CodeBadInput, "unknown input kind %q", in.Kind)
 	}
@@ -714,6 +732,9 @@ func (c *Core) cancel(id uint64, cause vocab.CancelCause) {
 		return
 	}
 	c.drop(id)
+	if c.recovering {
+		return // it died with the process that ran it
+	}
 	cc := cause
 	c.m.rd.Work = append(c.m.rd.Work, Work{ID: id, Op: Cancel, Kind: p.kind, Cause: &cc})
 }

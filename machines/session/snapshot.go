@@ -47,6 +47,9 @@ type snapshot struct {
 	ReplyKind  vocab.PartKind            `json:"replyKind,omitempty"`
 	ReplyBuf   string                    `json:"replyBuf,omitempty"`
 	Closed     bool                      `json:"closed,omitempty"`
+	Opened     bool                      `json:"opened,omitempty"`
+	Header     string                    `json:"header,omitempty"`
+	Sources    []uint64                  `json:"replySources,omitempty"`
 }
 
 type callSnapshot struct {
@@ -85,7 +88,8 @@ func (c *Core) Snapshot() ([]byte, error) {
 	s := snapshot{Version: SnapshotVersion, Config: c.cfg, Agent: c.m.agent.Snapshot(c.agent), TurnNo: c.turnNo, Step: c.step,
 		Prompt: c.prompt, StepOpen: c.stepOpen, InTurn: c.inTurn, Resume: c.resume, Concluded: c.concluded, LastFinish: c.lastFinish,
 		StopReason: c.stopReason, Claim: c.claim, History: c.history, Model: c.model, Next: c.next, WorkSeq: c.workSeq,
-		Seq: c.seq, Now: c.now, Status: c.status, Prompts: c.prompts, Closed: c.closed, Used: c.usedList}
+		Seq: c.seq, Now: c.now, Status: c.status, Prompts: c.prompts, Closed: c.closed, Used: c.usedList,
+		Opened: c.opened, Header: c.header, Sources: c.reply.sources}
 	if c.turn != nil {
 		t := c.m.turn.Snapshot(c.turn)
 		s.Turn = &t
@@ -136,7 +140,7 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 	c := &Core{cfg: s.Config, m: m, live: map[vocab.ID]struct{}{}, turnNo: s.TurnNo, step: s.Step, prompt: s.Prompt,
 		stepOpen: s.StepOpen, inTurn: s.InTurn, resume: s.Resume, concluded: s.Concluded, lastFinish: s.LastFinish,
 		stopReason: s.StopReason, claim: s.Claim, history: s.History, model: s.Model, next: s.Next, workSeq: s.WorkSeq,
-		seq: s.Seq, now: s.Now, status: s.Status, prompts: s.Prompts, closed: s.Closed}
+		seq: s.Seq, now: s.Now, status: s.Status, prompts: s.Prompts, closed: s.Closed, opened: s.Opened, header: s.Header}
 	var err error
 	if c.agent, err = m.agent.Restore(s.Agent); err != nil {
 		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: %w", err)
@@ -153,6 +157,7 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 		c.reply.kind = s.ReplyKind
 		c.reply.buf.WriteString(s.ReplyBuf)
 	}
+	c.reply.sources = s.Sources
 	c.used = make(map[vocab.ID]struct{}, len(s.Used))
 	c.usedList = s.Used
 	for _, id := range s.Used {

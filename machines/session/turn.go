@@ -99,6 +99,9 @@ func (c *Core) gateDecide(claimed []vocab.Message) {
 // ---- model requests ----
 
 func (c *Core) startRequest(f turn.StartRequest) {
+	if c.header != "" {
+		c.logHeader()
+	}
 	req := &vocab.Request{Model: c.cfg.Model, System: c.cfg.System, Messages: slices.Clip(c.history),
 		Tools: c.cfg.Tools, MaxTokens: c.cfg.MaxTokens, Turn: f.Turn, Step: f.Step, Attempt: f.Attempt}
 	c.reply.Reset()
@@ -149,7 +152,7 @@ func (c *Core) commitReply(f turn.CommitReply) {
 		}
 	}
 	c.lastFinish = f.Finish
-	var p any = vocab.MessagePayload{Message: f.Reply} // one boxed value, two events
+	var p any = vocab.MessagePayload{Message: f.Reply, SourceSeqs: c.reply.sources} // one boxed value, two events
 	c.emit(vocab.EventMessageEnd, p)
 	c.emit(vocab.EventAssistant, p)
 	c.reply.Reset()
@@ -365,7 +368,12 @@ func (c *Core) endTurn(f turn.EndTurn) {
 	default:
 		c.endStep(c.lastFinish)
 	}
-	c.emit(vocab.EventTurnEnd, vocab.TurnEndPayload{Reason: f.End, Steps: f.Steps})
+	end := f.End
+	if end.Kind == vocab.EndAborted && end.Cause != nil && end.Cause.Kind == vocab.CancelInterrupted {
+		// Written only by recovery, for a turn a crash left open.
+		end = vocab.TurnEnd{Kind: vocab.EndInterrupted}
+	}
+	c.emit(vocab.EventTurnEnd, vocab.TurnEndPayload{Reason: end, Steps: f.Steps})
 	if c.prompt != "" {
 		c.resolve(c.prompt, c.promptResult(f))
 	}

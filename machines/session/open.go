@@ -1,0 +1,152 @@
+package session
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/loopchart/loopchart/machines/agent"
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// Header reasons (request/header events).
+const (
+	headerInitial = "initial"
+	headerResume  = "resume"
+)
+
+// ConfigJSON returns cfg in the form an open input carries.
+func ConfigJSON(cfg Config) (json.RawMessage, error) {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, vocab.Errorf(vocab.CodeBadInput, "session: config: %v", err)
+	}
+	return b, nil
+}
+
+// ConfigOf decodes the configuration an open input carries.
+func ConfigOf(in vocab.Input) (Config, error) {
+	var cfg Config
+	if in.Kind != vocab.InOpen {
+		return cfg, vocab.Errorf(vocab.CodeBadInput, "session: %s input carries no config", in.Kind)
+	}
+	if len(in.Config) == 0 {
+		return cfg, vocab.Errorf(vocab.CodeBadInput, "open: no config")
+	}
+	if err := json.Unmarshal(in.Config, &cfg); err != nil {
+		return cfg, vocab.Errorf(vocab.CodeBadInput, "open: config: %v", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// openConfig validates an open input against the core.
+func (c *Core) openConfig(in vocab.Input) (Config, error) {
+	cfg, err := ConfigOf(in)
+	if err != nil {
+		return cfg, err
+	}
+	if cfg.Session != c.cfg.Session {
+		return cfg, vocab.Errorf(vocab.CodeBadInput, "open: config of session %s given to session %s", cfg.Session, c.cfg.Session)
+	}
+	return cfg, nil
+}
+
+// open applies an open input: the configuration it carries, the header to
+// log before the next request, and, on a reopen, recovery.
+func (c *Core) open(in vocab.Input) {
+	cfg, _ := c.openConfig(in) // validated
+	c.emitInput(in)
+	cfg = cfg.withDefaults()
+	cfg.Hooks = c.cfg.Hooks // hook slots change by hooks inputs only
+	c.cfg = cfg
+	c.agent.Ctx.Config.HardStop = cfg.HardStop
+	c.ack(in)
+	switch {
+	case !c.opened:
+		c.opened, c.header = true, headerInitial
+		return
+	case c.header == headerInitial:
+		// Reopened before the first request: nothing was sent yet.
+	default:
+		// The first request of this process logs the header whole, as
+		// the seeds do: "resume", whether or not the config changed.
+		c.header = headerResume
+	}
+	c.recover()
+}
+
+// recover closes what the process that ran the session before left open
+// when it stopped: the work it ran died with it. The turn is cancelled
+// with cause interrupted, keeping the inbox: every tool call of the batch
+// without a result gets vocab.InterruptedToolText, the step ends
+// interrupted, the turn ends interrupted, its prompt is cancelled. A
+// maintenance job ends; a close in progress completes. Armed timers are
+// armed again (their Work is re-emitted).
+func (c *Core) recover() {
+	dead := false
+	for _, p := range c.work {
+		if p.kind != WorkTimer {
+			dead = true
+		}
+	}
+	if dead || c.inTurn {
+		c.recovering = true
+		cause := vocab.CancelCause{Kind: vocab.CancelInterrupted}
+		c.cause = cause
+		if !c.closing() {
+			c.fireNow(agent.Cancel{Cause: cause, KeepInbox: true})
+			c.run()
+		}
+		if c.turn != nil {
+			c.hardStop(cause)
+			c.run()
+		}
+		for _, p := range slices.Clone(c.work) {
+			switch p.kind {
+			case WorkMaintenance:
+				c.drop(p.id)
+				c.fireNow(agent.MaintenanceDone{})
+			case WorkStop:
+				c.drop(p.id)
+				c.fireNow(agent.Closed{})
+			case WorkTimer:
+			default:
+				// Work of no turn (a prompt gate's hook): the cancel above
+				// settled what it guarded.
+				c.drop(p.id)
+			}
+			c.run()
+		}
+		c.recovering = false
+	}
+	// Timers survive: arm them again.
+	for _, p := range c.work {
+		if p.kind == WorkTimer {
+			c.m.rd.Work = append(c.m.rd.Work, p.work)
+		}
+	}
+}
+
+// logHeader logs the request header before a model request.
+func (c *Core) logHeader() {
+	h := vocab.HeaderPayload{Reason: c.header, Model: c.cfg.Model, System: c.cfg.System, MaxTokens: c.cfg.MaxTokens}
+	for _, t := range c.cfg.Tools {
+		h.Tools = append(h.Tools, t.Name)
+	}
+	c.header = ""
+	c.emit(vocab.EventRequestHeader, h)
+}
+
+// checkpoint records a snapshot of the core as it was before the
+// checkpoint input, in a core/snapshot event after it.
+func (c *Core) checkpoint(in vocab.Input) {
+	data, err := c.Snapshot()
+	c.emitInput(in)
+	if err != nil {
+		c.bug(err)
+		return
+	}
+	c.emit(vocab.EventSnapshot, vocab.SnapshotPayload{Seq: c.seq - 1, Core: data})
+}
