@@ -72,3 +72,19 @@ func (s *Service) requestError(ctx context.Context, call engine.HookCall) vocab.
 	}
 	return vocab.HookVerdict{Retry: true, History: c.rebuilt}
 }
+
+// Errors of a session, matched with errors.Is (each is a vocab code).
+var (
+	// ErrClosed: the session is closed.
+	ErrClosed = vocab.CodeClosed.Err()
+	// ErrAppendFailed: the session's log refused events; the session
+	// stopped and can only be reopened from its log (Open).
+	ErrAppendFailed = vocab.CodeAppendFailed.Err()
+	// ErrClaimed: another live process holds the session (Open).
+	ErrClaimed = vocab.CodeClaimed.Err()
+	// ErrClaimLost: another writer took the session over; this one's
+	// appends are refused.
+	ErrClaimLost = vocab.CodeClaimLost.Err()
+	// ErrLoadFailed: the session's log could not be read or folded (Open).
+	ErrLoadFailed = vocab.CodeLoadFailed.Err()
+)

@@ -29,8 +29,10 @@ import (
 	"github.com/loopchart/loopchart/adapters/clock"
 	"github.com/loopchart/loopchart/adapters/engine"
 	"github.com/loopchart/loopchart/adapters/eventlog"
+	"github.com/loopchart/loopchart/adapters/store"
 	"github.com/loopchart/loopchart/adapters/tools"
 	"github.com/loopchart/loopchart/hooks"
+	"github.com/loopchart/loopchart/machines/session"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -55,8 +57,17 @@ type Options struct {
 	Clock clock.Clock
 	// IDs makes ids; ULIDs when nil.
 	IDs vocab.IDSource
-	// Sink keeps every event; an in-memory log when nil.
+	// Session names a new session; a new id when empty. (Open names the
+	// session it opens.)
+	Session vocab.ID
+	// Sink keeps every event; an in-memory log when nil. Open writes to
+	// its store instead.
 	Sink Sink
+	// CheckpointEvery records a snapshot of the session core in the log
+	// after that many events, so a reopen folds from it and the tail
+	// after it; 0 means 10,000 for a session Open made and never for
+	// others; negative is an error.
+	CheckpointEvery int
 	// Window is how many recent events stay in memory for Events; 0 means
 	// 64 when the Sink can read its events back (the default one can),
 	// else 1024.
@@ -86,6 +97,7 @@ type Options struct {
 // for concurrent use.
 type Service struct {
 	eng *engine.Engine
+	log *store.Log // the durable log the service holds a claim on (Open)
 
 	// OnWillBeginStep runs in the step gate before every model request. A
 	// handler may rewrite or drop the step's claimed messages or reject
@@ -155,7 +167,10 @@ type PromptContext struct {
 
 // New starts a service. It starts no goroutine: a session runs on the
 // goroutines of its callers and of the work it starts.
-func New(opt Options) (*Service, error) {
+func New(opt Options) (*Service, error) { return start(opt, nil) }
+
+// start starts a service on core (a new session when nil).
+func start(opt Options, core *session.Core) (*Service, error) {
 	reg, err := tools.NewRegistry(opt.Tools...)
 	if err != nil {
 		return nil, err
@@ -172,6 +187,7 @@ func New(opt Options) (*Service, error) {
 		sink = opt.Sink
 	}
 	s.eng, err = engine.New(engine.Options{
+		Core: core, Session: opt.Session, CheckpointEvery: opt.CheckpointEvery,
 		Provider: opt.Provider, Tools: reg, Clock: opt.Clock, IDs: opt.IDs, Sink: sink, Window: opt.Window, Logger: opt.Logger,
 		Jitter: opt.Jitter, System: opt.System, Model: opt.Model, MaxTokens: opt.MaxTokens, StreamFlush: opt.StreamFlush,
 		MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop,
@@ -386,7 +402,16 @@ func (s *Service) WhenIdle(ctx context.Context) error { return s.eng.WhenIdle(ct
 // of work of the session has ended, or ctx: then every prompt is resolved,
 // every event stream ended, and the error (code agent.stuck) names the
 // work that ignored its cancellation.
-func (s *Service) Close(ctx context.Context) error { return s.eng.Close(ctx) }
+func (s *Service) Close(ctx context.Context) error {
+	err := s.eng.Close(ctx)
+	if s.log != nil {
+		// Another process may take the session over at once.
+		if rerr := s.log.Release(context.WithoutCancel(ctx)); err == nil && rerr != nil && vocab.CodeOf(rerr) != vocab.CodeClosed {
+			err = rerr
+		}
+	}
+	return err
+}
 
 // Snapshot is a consistent picture of a session.
 type Snapshot struct {

@@ -47,6 +47,10 @@ type Options struct {
 	// then steps an open input on it, which recovers what the process that
 	// wrote the log left open; the Sink must continue that log.
 	Core *session.Core
+	// CheckpointEvery steps a checkpoint input (a snapshot of the core,
+	// recorded in the log) at the start of the first batch after that
+	// many events since the last one; 0 means never.
+	CheckpointEvery int
 	// Provider answers model requests.
 	Provider vocab.Provider
 	// Tools executes tool calls; an empty registry when nil.
@@ -173,6 +177,9 @@ type Engine struct {
 	idle    bool
 	waiters []chan struct{}
 	slots   []vocab.HookName // the hook slots last stepped in
+	// checkpointed is the core's sequence number at its last checkpoint
+	// (or when the lane took it over).
+	checkpointed uint64
 
 	// owned by the driver
 	core    *session.Core
@@ -197,8 +204,8 @@ func New(opt Options) (*Engine, error) {
 	if opt.Provider == nil {
 		return nil, vocab.Errorf(vocab.CodeBadInput, "engine: no provider")
 	}
-	if opt.Window < 0 || opt.StreamFlush < 0 {
-		return nil, vocab.Errorf(vocab.CodeBadInput, "engine: negative Window or StreamFlush")
+	if opt.Window < 0 || opt.StreamFlush < 0 || opt.CheckpointEvery < 0 {
+		return nil, vocab.Errorf(vocab.CodeBadInput, "engine: negative Window, StreamFlush or CheckpointEvery")
 	}
 	if opt.Clock == nil {
 		opt.Clock = clock.Real()
@@ -256,7 +263,7 @@ func New(opt Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{opt: opt, session: opt.Session, log: opt.Logger, sink: opt.Sink, feed: feed, core: core,
+	e := &Engine{opt: opt, session: opt.Session, log: opt.Logger, sink: opt.Sink, feed: feed, core: core, checkpointed: core.Seq(),
 		idle: true, acks: map[vocab.ID]chan error{}, prompts: map[vocab.ID]*promptWait{}, jobs: map[vocab.ID]*job{},
 		running: map[uint64]*worker{}, force: make(chan struct{}), done: make(chan struct{})}
 	e.rootCtx, e.stopAll = context.WithCancelCause(context.Background())

@@ -128,6 +128,7 @@ func (e *Engine) drive(self *worker) {
 		}
 		e.box = e.spare[:0]
 		e.mu.Unlock()
+		e.checkpoint() // first: a snapshot is taken at a batch boundary
 		e.syncSlots()
 		queries := false
 		for i := range batch {
@@ -150,6 +151,19 @@ func (e *Engine) drive(self *worker) {
 		clear(batch)
 		e.spare = batch[:0]
 	}
+}
+
+// checkpoint steps a checkpoint input, first in a batch, when the log grew
+// by CheckpointEvery events since the last one.
+func (e *Engine) checkpoint() {
+	n := uint64(e.opt.CheckpointEvery)
+	if n == 0 || e.core.Seq()-e.checkpointed < n {
+		return
+	}
+	if err := e.core.Step(vocab.Input{Kind: vocab.InCheckpoint, At: e.opt.Clock.Now()}); err != nil {
+		e.log.Error("engine: checkpoint refused", "err", err)
+	}
+	e.checkpointed = e.core.Seq()
 }
 
 // syncSlots steps a hooks input when the set of hook slots with handlers

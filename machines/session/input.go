@@ -87,7 +87,7 @@ func (c *Core) apply(in vocab.Input) error {
 			if r.IsError && r.Code == vocab.CodeToolAborted {
 				c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.ExecFailed{Message: r.Content}})
 			} else {
-				c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.ExecDone{Result: r}})
+				c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.ExecDone{Result: in.Result}}) // Step's own copy, never changed
 			}
 		}
 	case vocab.InHookDone:
@@ -215,7 +215,7 @@ func (c *Core) modelDone(in vocab.Input) {
 	if in.Usage != nil {
 		usage = *in.Usage
 	}
-	c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelDone{Reply: reply, Finish: finish, Usage: usage}})
+	c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelDone{Reply: &reply, Finish: finish, Usage: usage}})
 }
 
 func (c *Core) modelFailed(in vocab.Input) {
@@ -364,7 +364,7 @@ func (c *Core) verdict(p *pending, v vocab.HookVerdict) {
 			if f.Usage != nil {
 				usage = *f.Usage
 			}
-			c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelDone{Reply: *f.Reply, Finish: f.Finish, Usage: usage}})
+			c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelDone{Reply: f.Reply, Finish: f.Finish, Usage: usage}})
 		default:
 			c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelFailed{Err: f.Err, Jitter: f.Jitter}})
 		}

@@ -92,6 +92,19 @@ func (c *Core) recover() {
 		}
 	}
 	if dead || c.inTurn {
+		// Work started and ended within the recovery (abort timers) is
+		// never handed out; nothing else started before it runs.
+		mark := len(c.m.rd.Work)
+		defer func() {
+			kept := c.m.rd.Work[:mark]
+			for _, w := range c.m.rd.Work[mark:] {
+				if w.Op == Start && c.find(w.ID) != nil {
+					kept = append(kept, w)
+				}
+			}
+			c.m.rd.Work = kept
+			c.rearm(mark)
+		}()
 		c.recovering = true
 		cause := vocab.CancelCause{Kind: vocab.CancelInterrupted}
 		c.cause = cause
@@ -120,12 +133,19 @@ func (c *Core) recover() {
 			c.run()
 		}
 		c.recovering = false
+		return
 	}
-	// Timers survive: arm them again.
+	c.rearm(len(c.m.rd.Work))
+}
+
+// rearm re-emits the start of every timer that was armed before the Work
+// from mark on: timers survive a reopen.
+func (c *Core) rearm(mark int) {
 	for _, p := range c.work {
-		if p.kind == WorkTimer {
-			c.m.rd.Work = append(c.m.rd.Work, p.work)
+		if p.kind != WorkTimer || slices.ContainsFunc(c.m.rd.Work[mark:], func(w Work) bool { return w.ID == p.id }) {
+			continue
 		}
+		c.m.rd.Work = append(c.m.rd.Work, p.work)
 	}
 }
 

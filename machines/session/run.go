@@ -369,3 +369,49 @@ func (c *Core) cancelTimer(machine, instance string, f chart.CancelTimer) {
 func (c *Core) info(step int) StepInfo {
 	return StepInfo{Session: c.cfg.Session, Turn: c.turnNo, Step: step, First: step == 1}
 }
+
+// appendHistory appends m to the history. A long history grows by
+// doubling, not by append's 1.25× (for slices past 256 elements): a
+// history only grows, and 1.25× copies each message about four times over
+// a session's life instead of about once, which is most of the bytes a
+// step allocates. A short history grows as append grows it, so a small
+// session holds no more than before.
+func (c *Core) appendHistory(m vocab.Message) {
+	if n := len(c.history); n == cap(c.history) && n >= 256 {
+		grown := make([]vocab.Message, n, 2*n)
+		copy(grown, c.history)
+		c.history = grown
+	}
+	c.history = append(c.history, m)
+}
+
+// newPending returns a pending record holding a copy of *p, a spare one
+// when there is one: each model request and tool call would otherwise
+// allocate one (its Work is most of it).
+func (m *Machines) newPending(p *pending) *pending {
+	var q *pending
+	if n := len(m.pendings); n > 0 {
+		q = m.pendings[n-1]
+		m.pendings[n-1] = nil
+		m.pendings = m.pendings[:n-1]
+	} else {
+		q = new(pending)
+	}
+	*q = *p
+	return q
+}
+
+// recycle makes the records dropped during the last Step spare. They are
+// kept unchanged until then: code of a Step may read a record it dropped
+// (a hook's verdict, a timer's owner), and no record outlives the Step
+// that dropped it anywhere else (snapshots copy them).
+func (m *Machines) recycle() {
+	for i, p := range m.dead {
+		m.dead[i] = nil
+		if len(m.pendings) < 16 {
+			*p = pending{}
+			m.pendings = append(m.pendings, p)
+		}
+	}
+	m.dead = m.dead[:0]
+}

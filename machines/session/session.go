@@ -182,6 +182,9 @@ type Machines struct {
 	rd  Ready
 	q   []fireReq
 	out chart.Out
+	// pendings are spare pending records; dead are those dropped in the
+	// current Step, spare from the next (see recycle).
+	pendings, dead []*pending
 }
 
 // payloadEntry is one boxed transition payload: a transition declared on
@@ -364,6 +367,7 @@ func (c *Core) Step(in vocab.Input) (err error) {
 	if c.m == nil {
 		return vocab.Errorf(vocab.CodeInternal, "session: Step without machines (see Use)")
 	}
+	c.m.recycle()
 	if err := c.Validate(in); err != nil {
 		return err
 	}
@@ -710,6 +714,7 @@ func (c *Core) drop(id uint64) {
 	for i, p := range c.work {
 		if p.id == id {
 			c.work = append(c.work[:i], c.work[i+1:]...)
+			c.m.dead = append(c.m.dead, p) // reused from the next Step on
 			return
 		}
 	}
@@ -718,9 +723,10 @@ func (c *Core) drop(id uint64) {
 // start records new outstanding work and asks the adapter to start it.
 func (c *Core) start(p *pending, w Work) {
 	c.workSeq++
-	p.id, w.ID, w.Op, w.Kind = c.workSeq, c.workSeq, Start, p.kind
-	p.work = w
-	c.work = append(c.work, p)
+	q := c.m.newPending(p) // pooled (see recycle): the caller's p does not escape
+	q.id, w.ID, w.Op, w.Kind = c.workSeq, c.workSeq, Start, q.kind
+	q.work = w
+	c.work = append(c.work, q)
 	c.m.rd.Work = append(c.m.rd.Work, w)
 }
 

@@ -87,7 +87,7 @@ func (c *Core) gateDecide(claimed []vocab.Message) {
 	c.stepOpen = true
 	c.emit(vocab.EventStepStart, nil)
 	for _, m := range claimed {
-		c.history = append(c.history, m)
+		c.appendHistory(m)
 		c.emit(vocab.EventUserMessage, vocab.MessagePayload{Message: m})
 		if m.ID != c.prompt {
 			delete(c.live, m.ID)
@@ -125,7 +125,7 @@ func (c *Core) cancelRequest(cause vocab.CancelCause) {
 	if len(partial.Parts) > 0 {
 		partial.ID = c.derivedID("m", c.model)
 		partial.Source = vocab.SourceSalvaged
-		c.history = append(c.history, partial)
+		c.appendHistory(partial)
 		c.emit(vocab.EventAssistant, vocab.MessagePayload{Message: partial})
 	}
 	if c.reply.open {
@@ -142,8 +142,12 @@ func (c *Core) commitReply(f turn.CommitReply) {
 		c.emit(vocab.EventMessageStart, messageStart)
 	}
 	c.emit(vocab.EventUsage, vocab.UsagePayload{Usage: f.Usage})
-	c.history = append(c.history, f.Reply)
-	for _, p := range f.Reply.Parts {
+	var reply vocab.Message
+	if f.Reply != nil {
+		reply = *f.Reply
+	}
+	c.appendHistory(reply)
+	for _, p := range reply.Parts {
 		if p.Kind == vocab.PartToolCall && p.Call != nil {
 			if c.callIDs == nil {
 				c.callIDs = map[string]struct{}{}
@@ -152,7 +156,7 @@ func (c *Core) commitReply(f turn.CommitReply) {
 		}
 	}
 	c.lastFinish = f.Finish
-	var p any = vocab.MessagePayload{Message: f.Reply, SourceSeqs: c.reply.sources} // one boxed value, two events
+	var p any = vocab.MessagePayload{Message: reply, SourceSeqs: c.reply.sources} // one boxed value, two events
 	c.emit(vocab.EventMessageEnd, p)
 	c.emit(vocab.EventAssistant, p)
 	c.reply.Reset()
@@ -240,8 +244,8 @@ func (c *Core) toolEffect(cl *call, eff chart.Effect) {
 			c.drop(cl.work) // a result that comes after the outcome is stale
 			cl.work = 0
 		}
-		res := f.Result
-		c.emit(vocab.EventToolExecutionEnd, vocab.ToolPayload{Call: cl.Call, Result: &res})
+		res := f.Result // shared with the tool's context, never changed
+		c.emit(vocab.EventToolExecutionEnd, vocab.ToolPayload{Call: cl.Call, Result: res})
 		c.enqueue(fireReq{kind: reqTurn, ev: turn.ToolOutcome{Result: res}})
 		c.enqueue(fireReq{kind: reqContinueBatch, stopBatch: res.StopBatchAfterThis})
 	case chart.StartTimer:
@@ -270,13 +274,14 @@ func (c *Core) cancelTools(cause vocab.CancelCause) {
 
 // commitResults writes the batch's results to history in the model's
 // order and ends the batch.
-func (c *Core) commitResults(results []vocab.ToolResult) {
+func (c *Core) commitResults(results []*vocab.ToolResult) {
 	for _, res := range results {
-		m := vocab.ToolMessage(res)
+		// One result, shared by the history message and the event: neither
+		// is ever changed in place (history is read through copies).
+		m := vocab.Message{Role: vocab.RoleTool, Source: vocab.SourceTool, Result: res}
 		m.ID = c.ids.Join(string(c.cfg.Session), "-r-", res.CallID)
-		c.history = append(c.history, m)
-		r := res
-		c.emit(vocab.EventToolResult, vocab.ToolPayload{Call: vocab.ToolCall{ID: res.CallID, Name: res.Name}, Result: &r})
+		c.appendHistory(m)
+		c.emit(vocab.EventToolResult, vocab.ToolPayload{Call: vocab.ToolCall{ID: res.CallID, Name: res.Name}, Result: res})
 		if res.StopTurn && c.stopReason == "" {
 			c.stopReason = res.StopReason
 		}
