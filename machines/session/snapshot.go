@@ -79,11 +79,11 @@ type pendingSnapshot struct {
 // bookkeeping. It is taken between Advance and the next Step only: with a
 // Ready outstanding it fails.
 func (c *Core) Snapshot() ([]byte, error) {
-	if len(c.m.rd.Events)+len(c.m.rd.Work)+len(c.m.rd.Results) > 0 {
-		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: snapshot with a Ready not yet advanced")
-	}
 	if c.m == nil {
 		return nil, vocab.Errorf(vocab.CodeInternal, "session: Snapshot without machines (see Use)")
+	}
+	if len(c.m.rd.Events)+len(c.m.rd.Work)+len(c.m.rd.Results) > 0 {
+		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: snapshot with a Ready not yet advanced")
 	}
 	s := snapshot{Version: SnapshotVersion, Config: c.cfg, Agent: c.m.agent.Snapshot(c.agent), TurnNo: c.turnNo, Step: c.step,
 		Prompt: c.prompt, StepOpen: c.stepOpen, InTurn: c.inTurn, Resume: c.resume, Concluded: c.concluded, LastFinish: c.lastFinish,
