@@ -240,10 +240,19 @@ type UsagePayload struct {
 
 // InboxPayload records a change to the inbox: messages inserted, claimed or
 // discarded.
+//
+// In the seeds' splice terms: Start is the position in the Target list
+// where the change happened, Removed how many messages left the list there
+// (claimed, discarded, or the one replaced), Messages what was inserted
+// (inserted, replaced) or what left (claimed, discarded), and Outcome
+// "canceled" for removals a caller or a cancel made (never for claims).
 type InboxPayload struct {
 	Target   string    `json:"target"`
 	Op       string    `json:"op"`
+	Start    int       `json:"start"`
+	Removed  int       `json:"removed,omitempty"`
 	Messages []Message `json:"messages,omitempty"`
+	Outcome  string    `json:"outcome,omitempty"`
 }
 
 // StatusPayload records a change of the agent's public status.

@@ -402,7 +402,7 @@ func (c *Core) unclaim(msgs []vocab.Message, op string) {
 	if len(msgs) == 0 {
 		return
 	}
-	c.emit(vocab.EventInboxSpliced, vocab.InboxPayload{Target: "step", Op: op, Messages: msgs})
+	c.emit(vocab.EventInboxSpliced, vocab.InboxPayload{Target: "step", Op: op, Removed: len(msgs), Messages: msgs, Outcome: "canceled"})
 	for _, m := range msgs {
 		if m.ID != c.prompt {
 			delete(c.live, m.ID)
@@ -507,4 +507,18 @@ func (c *Core) indexCalls() {
 			}
 		}
 	}
+}
+
+// inboxPayload is the inbox/spliced payload of an agent's inbox change.
+func inboxPayload(f agent.Inbox) vocab.InboxPayload {
+	p := vocab.InboxPayload{Target: string(f.Target), Op: string(f.Op), Start: f.At, Messages: f.Messages}
+	switch f.Op {
+	case agent.OpClaimed:
+		p.Removed = len(f.Messages)
+	case agent.OpDiscarded:
+		p.Removed, p.Outcome = len(f.Messages), "canceled"
+	case agent.OpReplaced:
+		p.Removed, p.Outcome = 1, "canceled"
+	}
+	return p
 }
