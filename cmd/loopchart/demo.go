@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"strings"
+	"sync"
 	"testing/fstest"
 	"time"
 
@@ -26,7 +28,13 @@ var demoFiles = fstest.MapFS{
 	"docs/todo.txt": {Data: []byte("draw the turn machine\nwrite the tables\n")},
 }
 
-func demoCmd(ctx context.Context, args []string, stdout io.Writer) error {
+// demoTools returns the demo's tools; tests add tools of their own.
+var demoTools = func() []vocab.Tool { return tools.FileTools(demoFiles) }
+
+// errInterrupted ends a run that was interrupted (Ctrl-C): exit status 130.
+var errInterrupted = errors.New("interrupted")
+
+func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	scriptPath := fs.String("script", "", "run this script instead of the embedded demo")
@@ -34,9 +42,17 @@ func demoCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	color := fs.Bool("color", false, "colour the timeline (NO_COLOR disables)")
 	instant := fs.Bool("instant", false, "run on a virtual clock: no real waiting")
 	prompt := fs.String("prompt", "How long is notes.txt?", "the prompt to submit")
+	db := fs.String("db", defaultDB, "the SQLite file the session is logged to")
+	sessionFlag := fs.String("session", "", "open this session: resume it when the log holds it, else start it")
+	resume := fs.Bool("resume", false, "resume the newest unfinished session of the log (or --session)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: demo takes no arguments, got %q", errUsage, fs.Args())
+	}
+	promptSet := false
+	fs.Visit(func(f *flag.Flag) { promptSet = promptSet || f.Name == "prompt" })
 	if *events != "" && *events != "json" {
 		return fmt.Errorf("%w: --events takes only json", errUsage)
 	}
@@ -55,69 +71,136 @@ func demoCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	var clk clock.Clock = clock.Real()
 	var fake *clock.Fake
 	if *instant {
-		fake = clock.NewFake(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC))
+		// Virtual time starts now, so that the log's times (and the
+		// order of its sessions) stay true; the timeline shows times
+		// relative to the session's first event.
+		fake = clock.NewFake(time.Now().Round(0).UTC())
 		clk = fake
 	}
-	svc, err := agentsvc.New(agentsvc.Options{
-		Provider: scripted.New(script, clk),
-		Tools:    tools.FileTools(demoFiles),
-		Clock:    clk,
-		Model:    "scripted",
-	})
+
+	// --resume only reads a log that exists; otherwise the log is created.
+	st, err := openDB(ctx, *db, *resume)
 	if err != nil {
 		return err
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var stClosed bool
+	closeStore := func() error {
+		if stClosed {
+			return nil
+		}
+		stClosed = true
+		return st.Close()
+	}
+	defer closeStore()
+
+	id := vocab.ID(*sessionFlag)
+	var resumedAt uint64 // the head of a resumed session's log before this run
+	switch {
+	case *resume && id == "":
+		in, err := resumable(ctx, st, *db)
+		if err != nil {
+			return err
+		}
+		id, resumedAt = in.Session, in.Head
+	case id != "":
+		in, err := findSession(ctx, st, *db, id)
+		switch {
+		case err == nil:
+			resumedAt = in.Head
+		case *resume || vocab.CodeOf(err) != vocab.CodeNoSession:
+			return err
+		}
+		if resumedAt > 0 {
+			if done, err := finished(ctx, st, id); err != nil {
+				return err
+			} else if done {
+				return vocab.Errorf(vocab.CodeClosed, "session %s in %s was closed: it cannot be resumed (loopchart log show --db %s --session %s shows it)", id, *db, *db, id)
+			}
+		}
+	default:
+		id = vocab.NewULIDSource(nil).NewID(time.Now())
+	}
+
+	// The clock driver runs until the very end: closing an interrupted
+	// session waits on the clock too.
+	driveCtx, stopDriving := context.WithCancel(context.Background())
+	defer stopDriving()
 	if fake != nil {
 		go func() {
-			for runCtx.Err() == nil {
-				if fake.WaitForPending(runCtx, 1) != nil {
+			for driveCtx.Err() == nil {
+				if fake.WaitForPending(driveCtx, 1) != nil {
 					return
 				}
 				fake.AdvanceToNext()
 			}
 		}()
 	}
-	printed := make(chan struct{})
-	stream := svc.Events(runCtx, 0)
-	var streamErr error
-	start := clk.Now()
-	go func() {
-		defer close(printed)
-		tl := &timeline{w: stdout, color: *color && os.Getenv("NO_COLOR") == "", start: start}
-		enc := json.NewEncoder(stdout)
-		for ev, err := range stream {
-			if err != nil {
-				streamErr = err // never a silent gap: the run fails
-				return
-			}
-			if *events == "json" {
-				_ = enc.Encode(ev)
-			} else {
-				tl.print(ev)
-			}
-			if ev.Kind == vocab.EventAgentEnd {
-				return // the agent is idle again
-			}
+	svc, err := agentsvc.Open(ctx, st, id, agentsvc.Options{
+		Provider: &replayProvider{script: script, clk: clk},
+		Tools:    demoTools(),
+		Clock:    clk,
+		Model:    "scripted",
+	})
+	if err != nil {
+		return err
+	}
+	how := ""
+	if resumedAt > 0 {
+		how = ", resumed"
+	}
+	fmt.Fprintf(stderr, "log: %s (session %s%s)\n", *db, id, how)
+
+	tl := &timeline{w: stdout, color: *color && os.Getenv("NO_COLOR") == "", resumedAt: resumedAt}
+	enc := json.NewEncoder(stdout)
+	var lastEnd *vocab.Event // the last turn/end this run logged
+	pr := startPrinter(svc.Events, func(ev vocab.Event) {
+		if ev.Kind == vocab.EventTurnEnd && ev.Seq > resumedAt {
+			lastEnd = &ev
 		}
-	}()
-	p, err := svc.SubmitText(*prompt)
+		if *events == "json" {
+			_ = enc.Encode(ev)
+		} else {
+			tl.print(ev)
+		}
+	})
+
+	// A new session runs the demo prompt. A resumed one runs what it has
+	// queued, and then the prompt only when --prompt asks for one.
+	ask := resumedAt == 0 || promptSet
+	res, err := runDemo(ctx, svc, resumedAt > 0, ask, *prompt)
 	if err != nil {
-		svc.Close(context.Background())
-		return err
+		if ctx.Err() == nil {
+			svc.Close(context.Background())
+			pr.abort()
+			return err
+		}
+		// Interrupted: leave the session open in the log, so that a
+		// resume has something to recover. Closing the store first
+		// freezes the log (and releases the claim); closing the service
+		// then only stops its work, whose last events the closed store
+		// refuses.
+		serr := closeStore()
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		svc.Close(cctx)
+		cancel()
+		pr.abort()
+		if serr != nil {
+			return serr
+		}
+		return fmt.Errorf("%w: session %s stays open in %s; resume it with: loopchart demo --resume --db %s", errInterrupted, id, *db, *db)
 	}
-	res, err := p.Wait(ctx)
-	if err != nil {
-		svc.Close(context.Background()) // interrupted: stop the session cleanly
-		return err
-	}
-	<-printed
+	streamErr := pr.until(res.head)
 	if err := svc.Close(context.Background()); err != nil {
+		return err
+	}
+	if err := closeStore(); err != nil {
 		return err
 	}
 	if streamErr != nil {
 		return fmt.Errorf("event stream: %w", streamErr)
+	}
+	if !ask {
+		return resumed(stdout, *events != "json", lastEnd)
 	}
 	if *events != "json" {
 		fmt.Fprintf(stdout, "\nresult: %s\n", displayText(res.String(), 0))
@@ -128,11 +211,158 @@ func demoCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
+// resumed reports what a resume without a prompt ran: the end of the last
+// turn it ran, if any. A turn that did not complete is an error.
+func resumed(stdout io.Writer, text bool, lastEnd *vocab.Event) error {
+	if lastEnd == nil {
+		if text {
+			fmt.Fprintln(stdout, "\nresult: resumed; nothing was queued")
+		}
+		return nil
+	}
+	p, _ := lastEnd.Payload.(vocab.TurnEndPayload)
+	end := fmt.Sprintf("turn %d ended %s after %d steps", lastEnd.Turn, displayText(p.Reason.String(), 0), p.Steps)
+	if text {
+		fmt.Fprintf(stdout, "\nresult: resumed; %s\n", end)
+	}
+	if p.Reason.Kind != vocab.EndCompleted {
+		return errors.New("the resumed session did not complete: " + end)
+	}
+	return nil
+}
+
+// demoResult is the demo prompt's result (when it asked one) and the
+// session's head once the agent rests again.
+type demoResult struct {
+	vocab.PromptResult
+	head uint64
+}
+
+// runDemo runs what a resumed session still has queued, then, with ask,
+// the demo prompt, and waits until the agent rests.
+func runDemo(ctx context.Context, svc *agentsvc.Service, resumed, ask bool, prompt string) (demoResult, error) {
+	if resumed {
+		if err := svc.Continue(); err != nil {
+			return demoResult{}, err
+		}
+	}
+	var res vocab.PromptResult
+	if ask {
+		p, err := svc.SubmitText(prompt)
+		if err != nil {
+			return demoResult{}, err
+		}
+		if res, err = p.Wait(ctx); err != nil {
+			return demoResult{}, err
+		}
+	}
+	if err := svc.WhenIdle(ctx); err != nil {
+		return demoResult{}, err
+	}
+	snap, err := svc.Snapshot(ctx)
+	if err != nil {
+		return demoResult{}, err
+	}
+	return demoResult{PromptResult: res, head: snap.Seq}, nil
+}
+
+// printer hands a session's events to handle, from the first one, on a
+// goroutine of its own, until the event the run ended with.
+type printer struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	last    uint64 // the last event handled
+	stop    uint64 // the last event to handle; 0 until known
+	aborted bool
+	err     error
+}
+
+func startPrinter(events func(context.Context, uint64) iter.Seq2[vocab.Event, error], handle func(vocab.Event)) *printer {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &printer{cancel: cancel, done: make(chan struct{})}
+	stream := events(ctx, 0)
+	go func() {
+		defer close(p.done)
+		for ev, err := range stream {
+			if err != nil {
+				p.mu.Lock()
+				if !p.aborted && (p.stop == 0 || p.last < p.stop) {
+					p.err = err // never a silent gap: the run fails
+				}
+				p.mu.Unlock()
+				return
+			}
+			handle(ev)
+			p.mu.Lock()
+			p.last = ev.Seq
+			end := p.stop > 0 && ev.Seq >= p.stop
+			p.mu.Unlock()
+			if end {
+				return
+			}
+		}
+	}()
+	return p
+}
+
+// until waits until the printer has handled the events up to head and
+// returns the stream's error.
+func (p *printer) until(head uint64) error {
+	p.mu.Lock()
+	p.stop = head
+	if p.last >= head {
+		p.cancel()
+	}
+	p.mu.Unlock()
+	<-p.done
+	p.cancel()
+	return p.err
+}
+
+// abort stops the printer where it is.
+func (p *printer) abort() {
+	p.mu.Lock()
+	p.aborted = true
+	p.mu.Unlock()
+	p.cancel()
+	<-p.done
+}
+
+// replayProvider plays a script, and plays it again from its first step
+// whenever it ran out: a resumed session asks the model for more than one
+// turn.
+type replayProvider struct {
+	script *scripted.Script
+	clk    clock.Clock
+
+	mu  sync.Mutex
+	cur *scripted.Provider
+}
+
+func (r *replayProvider) Stream(ctx context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+	r.mu.Lock()
+	if r.cur == nil || r.cur.Remaining() == 0 {
+		r.cur = scripted.New(r.script, r.clk)
+	}
+	p := r.cur
+	r.mu.Unlock()
+	return p.Stream(ctx, req)
+}
+
 // timeline renders events as readable lines.
 type timeline struct {
 	w     io.Writer
 	color bool
+	// start is the time shown as 0: the first event's when zero.
 	start time.Time
+	// seq shows each event's sequence number.
+	seq bool
+	// resumedAt, when not 0, is the last event written before a resume:
+	// a line marks where the resumed run's events start.
+	resumedAt uint64
+	printed   bool // whether the event being rendered printed a line
 }
 
 const (
@@ -153,6 +383,10 @@ func (t *timeline) paint(c, s string) string {
 }
 
 func (t *timeline) line(ev vocab.Event, c, text string) {
+	t.printed = true
+	if t.seq {
+		fmt.Fprintf(t.w, "%s ", t.paint(dim, fmt.Sprintf("%6d", ev.Seq)))
+	}
 	where := ""
 	if ev.Turn > 0 {
 		where = fmt.Sprintf("turn %d", ev.Turn)
@@ -163,8 +397,39 @@ func (t *timeline) line(ev vocab.Event, c, text string) {
 	fmt.Fprintf(t.w, "%s %-15s %s\n", t.paint(dim, fmt.Sprintf("%7.3fs", ev.At.Sub(t.start).Seconds())), where, t.paint(c, text))
 }
 
-func (t *timeline) print(ev vocab.Event) {
+// print renders ev, and reports whether it printed a line: many events
+// (inputs, statuses, streaming updates) stay in the raw event stream.
+func (t *timeline) print(ev vocab.Event) bool {
+	if t.start.IsZero() {
+		t.start = ev.At
+	}
+	if t.resumedAt > 0 && ev.Seq == t.resumedAt+1 {
+		fmt.Fprintln(t.w, t.paint(dim, "--- resumed: the run that wrote the events above stopped; recovery and this run follow"))
+	}
+	t.printed = false
+	t.render(ev)
+	return t.printed
+}
+
+// raw renders any event as its kind and payload.
+func (t *timeline) raw(ev vocab.Event) {
+	text := string(ev.Kind)
+	if ev.Payload != nil {
+		b, err := json.Marshal(ev.Payload)
+		if err != nil {
+			b = []byte(err.Error())
+		}
+		text += " " + displayText(string(b), 100)
+	}
+	t.line(ev, dim, displayText(text, 0))
+}
+
+func (t *timeline) render(ev vocab.Event) {
 	switch p := ev.Payload.(type) {
+	case vocab.HeaderPayload:
+		if p.Reason == "resume" {
+			t.line(ev, dim, "model request header: resume (the first request after a reopen)")
+		}
 	case vocab.TransitionPayload:
 		who := p.Machine
 		if p.Instance != "" {

@@ -1,8 +1,37 @@
-// Command loopchart runs and explains loopchart agent loops.
+// Command loopchart runs and explains loopchart agent loops, and reads
+// their durable logs.
 //
-//	loopchart demo [--script FILE] [--events json] [--color] [--instant]
-//	loopchart diagram [--format dot|mermaid] <machine>   print a machine's diagram
-//	loopchart diagram --write DIR                        write every diagram into DIR
+//	loopchart demo [--db FILE] [--resume] [--session ID] [--script FILE] [--events json] [--color] [--instant]
+//	loopchart log sessions [--db FILE]                  list the logged sessions, newest first
+//	loopchart log show [--db FILE] [--session ID] [--turn N] [--kind K]
+//	loopchart log verify [--db FILE] [--session ID]     check the file and replay the logs
+//	loopchart log fold [--db FILE] [--session ID]       print a session's folded state as JSON
+//	loopchart log export [--db FILE] [--session ID]     print events as JSON lines
+//	loopchart diagram [--format dot|mermaid] <machine>  print a machine's diagram
+//	loopchart diagram --write DIR                       write every diagram into DIR
+//
+// The demo logs its session to a SQLite file, loopchart.db in the working
+// directory unless --db names another one, and says so on stderr ("log:
+// loopchart.db (session ...)"). A demo that is interrupted (Ctrl-C, or
+// killed) leaves its session open in the log; `loopchart demo --resume`
+// reopens the newest session that was not closed (--session ID names
+// one): recovery closes what the interrupted run left open (a running tool
+// gets the result "Tool execution was interrupted before its result was
+// recorded", the turn ends interrupted), and the session then runs what it
+// still owes: its queued input, and the model's reply to tool results it
+// already has. With --prompt, the resumed session is then asked that
+// prompt too. A demo that ends normally closes its session, which can then
+// no longer be resumed.
+//
+// The log commands only read: they never create a database. Without
+// --session they show the most recently updated session (export and
+// verify: every session). `loopchart log export` is the safe way to copy a
+// log (never copy the database file alone: its last commits may still be
+// in its -wal file).
+//
+// Exit status: 0 on success, 1 on an error (a log that does not verify,
+// an unknown session: code log.no_session), 2 on a usage error, 130 when
+// interrupted.
 package main
 
 import (
@@ -12,10 +41,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -31,7 +61,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "demo":
-		err = demoCmd(ctx, args[1:], stdout)
+		err = demoCmd(ctx, args[1:], stdout, stderr)
+	case "log":
+		err = logCmd(ctx, args[1:], stdout)
 	case "diagram":
 		err = diagramCmd(args[1:], stdout)
 	case "help", "-h", "--help":
@@ -42,8 +74,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "loopchart:", err)
-		if errors.Is(err, errUsage) {
+		switch {
+		case errors.Is(err, errUsage):
 			return 2
+		case errors.Is(err, errInterrupted):
+			return 130
 		}
 		return 1
 	}
@@ -54,9 +89,36 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: loopchart <command> [flags]
 
 commands:
-  demo [--script FILE] [--events json] [--color] [--instant]
-                                            run a scripted session and print its timeline
-  diagram [--format dot|mermaid] <machine>  print the diagram of agent, turn or tool
-  diagram --write DIR                       write every diagram into DIR
+  demo [--db FILE] [--resume] [--session ID] [--script FILE] [--prompt TEXT]
+       [--events json] [--color] [--instant]
+        run a scripted session, logged to --db, and print its timeline.
+        A demo that ends closes its session. Ctrl-C (or a kill) leaves it
+        open in the log instead: --resume reopens the newest session that
+        was not closed, prints its timeline with what recovery recorded
+        (interrupted tool results, the interrupted turn) and runs what the
+        session still owes (queued input, the model's reply to tool
+        results); with --prompt it then asks that prompt too. --session ID
+        opens that session (resumes it when the log holds it, else starts
+        it under that id).
+  log sessions [--db FILE]
+        list the sessions of the log, newest first
+  log show [--db FILE] [--session ID] [--turn N] [--kind PREFIX]
+        print a session's timeline (default: the newest session); --kind
+        keeps the events whose kind starts with PREFIX (e.g. tool/, input/)
+  log verify [--db FILE] [--session ID]
+        check the file's integrity and replay each session's log (or one),
+        reporting the first divergence; exit status 1 unless all verify
+  log fold [--db FILE] [--session ID]
+        print the session state folded from the log, as JSON
+  log export [--db FILE] [--session ID]
+        print the events as JSON lines (every session, oldest first, when no
+        --session): the safe way to copy a log, never cp of the file
+  diagram [--format dot|mermaid] <machine>
+        print the diagram of agent, turn or tool
+  diagram --write DIR
+        write every diagram into DIR
+
+--db defaults to loopchart.db in the working directory; the log commands
+never create it.
 `)
 }

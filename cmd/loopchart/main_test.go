@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +17,37 @@ import (
 	"github.com/loopchart/loopchart/adapters/diagrams"
 )
 
-// TestMain fails the package if a command leaves a goroutine behind.
+// TestMain fails the package if a command leaves a goroutine behind, or
+// if a test wrote the default log database into the package directory.
+// Run with LOOPCHART_CRASH_CHILD set, the test binary is the demo process
+// that TestResumeAfterKill kills.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	if db := os.Getenv(crashChildEnv); db != "" {
+		os.Exit(crashChild(db))
+	}
+	_, err := os.Stat(defaultDB)
+	goleak.VerifyTestMain(guardDefaultDB{m: m, existed: err == nil})
+}
+
+// guardDefaultDB runs the tests and fails them if they left loopchart.db
+// behind: every test names a temporary --db.
+type guardDefaultDB struct {
+	m       *testing.M
+	existed bool
+}
+
+func (g guardDefaultDB) Run() int {
+	code := g.m.Run()
+	if _, err := os.Stat(defaultDB); err == nil && !g.existed {
+		fmt.Fprintf(os.Stderr, "a test wrote %s into the package directory\n", defaultDB)
+		for _, suffix := range []string{"", "-wal", "-shm", "-holders"} {
+			os.RemoveAll(defaultDB + suffix)
+		}
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
 }
 
 // runCmd calls run as main does and returns the exit code and both outputs.
@@ -30,13 +60,27 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
+// tempDB is a log database in a new temporary directory.
+func tempDB(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(t.TempDir(), "loopchart.db")
+}
+
+// demo runs the demo on a virtual clock, logged to a new temporary
+// database, with more args.
+func demo(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return runCmd(t, append([]string{"demo", "--instant", "--db", tempDB(t)}, args...)...)
+}
+
 func TestDemoInstantTimeline(t *testing.T) {
-	code, out, errOut := runCmd(t, "demo", "--instant")
+	db := tempDB(t)
+	code, out, errOut := runCmd(t, "demo", "--instant", "--db", db)
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr: %s\nstdout:\n%s", code, errOut, out)
 	}
-	if errOut != "" {
-		t.Errorf("stderr: %s", errOut)
+	if !regexp.MustCompile(`^log: ` + regexp.QuoteMeta(db) + ` \(session [0-9A-Z]{26}\)\n$`).MatchString(errOut) {
+		t.Errorf("stderr %q, want only the log line", errOut)
 	}
 	for _, want := range []string{
 		"turn 1 step 1",
@@ -63,8 +107,8 @@ func TestDemoInstantTimeline(t *testing.T) {
 }
 
 func TestDemoInstantIsDeterministic(t *testing.T) {
-	_, first, _ := runCmd(t, "demo", "--instant")
-	_, second, _ := runCmd(t, "demo", "--instant")
+	_, first, _ := demo(t)
+	_, second, _ := demo(t)
 	if first != second {
 		t.Errorf("two instant runs differ:\n%s\n---\n%s", first, second)
 	}
@@ -72,7 +116,7 @@ func TestDemoInstantIsDeterministic(t *testing.T) {
 
 func TestDemoColor(t *testing.T) {
 	t.Setenv("NO_COLOR", "")
-	code, out, errOut := runCmd(t, "demo", "--instant", "--color")
+	code, out, errOut := demo(t, "--color")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -80,13 +124,13 @@ func TestDemoColor(t *testing.T) {
 		t.Error("no colour codes with --color")
 	}
 	t.Setenv("NO_COLOR", "1")
-	if _, out, _ := runCmd(t, "demo", "--instant", "--color"); strings.Contains(out, "\x1b[") {
+	if _, out, _ := demo(t, "--color"); strings.Contains(out, "\x1b[") {
 		t.Error("colour codes although NO_COLOR is set")
 	}
 }
 
 func TestDemoEventsJSON(t *testing.T) {
-	code, out, errOut := runCmd(t, "demo", "--instant", "--events", "json")
+	code, out, errOut := demo(t, "--events", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -147,7 +191,7 @@ func TestDemoBadScript(t *testing.T) {
 	} {
 		t.Run(file, func(t *testing.T) {
 			path := filepath.Join("..", "..", "testdata", "scripts", "bad", file)
-			code, out, errOut := runCmd(t, "demo", "--instant", "--script", path)
+			code, out, errOut := demo(t, "--script", path)
 			if code != 1 {
 				t.Errorf("exit %d, want 1", code)
 			}
@@ -160,7 +204,7 @@ func TestDemoBadScript(t *testing.T) {
 		})
 	}
 	t.Run("missing file", func(t *testing.T) {
-		code, _, errOut := runCmd(t, "demo", "--instant", "--script", filepath.Join(t.TempDir(), "nope.json"))
+		code, _, errOut := demo(t, "--script", filepath.Join(t.TempDir(), "nope.json"))
 		if code != 1 || !strings.Contains(errOut, "nope.json") {
 			t.Errorf("exit %d, stderr %q", code, errOut)
 		}
@@ -169,7 +213,7 @@ func TestDemoBadScript(t *testing.T) {
 
 func TestDemoScriptThatFails(t *testing.T) {
 	path := filepath.Join("..", "..", "testdata", "scripts", "fails.json")
-	code, out, errOut := runCmd(t, "demo", "--instant", "--script", path)
+	code, out, errOut := demo(t, "--script", path)
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\n%s", code, out)
 	}
@@ -183,7 +227,7 @@ func TestDemoScriptThatFails(t *testing.T) {
 
 func TestDemoCustomPromptAndScript(t *testing.T) {
 	path := filepath.Join("..", "..", "testdata", "scripts", "demo.json")
-	code, out, errOut := runCmd(t, "demo", "--instant", "--script", path, "--prompt", "count the words")
+	code, out, errOut := demo(t, "--script", path, "--prompt", "count the words")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -196,6 +240,8 @@ func TestDemoUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"demo", "--events", "yaml"},
 		{"demo", "--bogus"},
+		{"demo", "extra"},
+		{"demo", "--db", ""},
 	} {
 		code, out, errOut := runCmd(t, args...)
 		if code != 2 || out != "" || !strings.HasPrefix(errOut, "loopchart: usage: ") {
@@ -284,7 +330,7 @@ func TestHelp(t *testing.T) {
 		if code != 0 || errOut != "" {
 			t.Errorf("%s: exit %d, stderr %q", arg, code, errOut)
 		}
-		for _, want := range []string{"usage: loopchart <command>", "demo ", "diagram "} {
+		for _, want := range []string{"usage: loopchart <command>", "demo ", "--resume", "log sessions", "log show", "log verify", "log fold", "log export", "diagram "} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s: help lacks %q:\n%s", arg, want, out)
 			}
