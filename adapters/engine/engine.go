@@ -177,6 +177,10 @@ type Engine struct {
 	idle    bool
 	waiters []chan struct{}
 	slots   []vocab.HookName // the hook slots last stepped in
+	// async is the sink when it can append asynchronously; inflight are
+	// its appends started and not yet waited for (owned by the driver).
+	async    eventlog.AsyncSink
+	inflight []inflight
 	// checkpointed is the core's sequence number at its last checkpoint
 	// (or when the lane took it over).
 	checkpointed uint64
@@ -266,6 +270,7 @@ func New(opt Options) (*Engine, error) {
 	e := &Engine{opt: opt, session: opt.Session, log: opt.Logger, sink: opt.Sink, feed: feed, core: core, checkpointed: core.Seq(),
 		idle: true, acks: map[vocab.ID]chan error{}, prompts: map[vocab.ID]*promptWait{}, jobs: map[vocab.ID]*job{},
 		running: map[uint64]*worker{}, force: make(chan struct{}), done: make(chan struct{})}
+	e.async, _ = opt.Sink.(eventlog.AsyncSink)
 	e.rootCtx, e.stopAll = context.WithCancelCause(context.Background())
 	// Work contexts do not descend from rootCtx: a child of a cancellable
 	// context registers with it (a map insert and delete per piece of

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/loopchart/loopchart/machines/session"
 	"github.com/loopchart/loopchart/vocab"
@@ -103,6 +104,12 @@ func (e *Engine) drive(self *worker) {
 	for {
 		e.mu.Lock()
 		batch := e.box
+		if (len(batch) == 0 || e.core == nil) && len(e.inflight) > 0 {
+			// Before it rests, the lane waits for its appends in flight.
+			e.mu.Unlock()
+			e.settleOrFail()
+			continue
+		}
 		if len(batch) == 0 || e.core == nil {
 			e.driving = false
 			if e.core != nil {
@@ -139,6 +146,9 @@ func (e *Engine) drive(self *worker) {
 			e.step(&batch[i])
 		}
 		e.flush(self)
+		if queries && len(e.inflight) > 0 {
+			e.settleOrFail()
+		}
 		if queries {
 			// Queries see the batch's inputs applied and their events
 			// durable, never a core ahead of its log.
@@ -258,6 +268,22 @@ func (e *Engine) flush(self *worker) {
 	if !ok {
 		return
 	}
+	if e.async != nil && len(rd.Work) == 0 && len(rd.Results) == 0 && !e.core.Closed() {
+		// Nothing waits on these events: let them commit while the lane
+		// steps on (the barrier below, or at rest, waits for them).
+		evs := slices.Clone(rd.Events)
+		wait, err := e.appendAsync(evs)
+		if err != nil {
+			e.fail(err)
+			return
+		}
+		e.inflight = append(e.inflight, inflight{wait: wait, events: evs})
+		e.core.Advance(rd)
+		return
+	}
+	if !e.settleOrFail() {
+		return
+	}
 	if err := e.appendEvents(rd); err != nil {
 		e.fail(err)
 		return
@@ -302,6 +328,49 @@ func (e *Engine) flush(self *worker) {
 	if closed {
 		e.stop(nil)
 	}
+}
+
+// inflight is an append started and not yet waited for.
+type inflight struct {
+	wait   func(context.Context) error
+	events []vocab.Event
+}
+
+func (e *Engine) appendAsync(evs []vocab.Event) (wait func(context.Context) error, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("sink panicked: %v", r)
+		}
+	}()
+	return e.async.AppendAsync(e.rootCtx, evs), nil
+}
+
+// settleOrFail waits for the appends in flight, in order, and publishes
+// their events; when one failed the session stops (false).
+func (e *Engine) settleOrFail() bool {
+	for len(e.inflight) > 0 {
+		f := e.inflight[0]
+		err := func() (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("sink panicked: %v", r)
+				}
+			}()
+			return f.wait(e.rootCtx)
+		}()
+		if err != nil {
+			e.inflight = nil
+			if e.core != nil {
+				e.fail(err)
+			}
+			return false
+		}
+		e.feed.Publish(f.events)
+		e.inflight[0] = inflight{}
+		e.inflight = e.inflight[1:]
+	}
+	e.inflight = nil
+	return e.core != nil
 }
 
 func (e *Engine) appendEvents(rd session.Ready) (err error) {

@@ -35,6 +35,21 @@ type Sink interface {
 	Append(ctx context.Context, batch []vocab.Event) error
 }
 
+// AsyncSink is a Sink that can start an append and be waited on later.
+//
+// The lane uses it for batches that start no work and answer no caller
+// (streamed parts, mostly): it goes on stepping input while the append
+// commits, and waits for every append it started, in order, before it
+// starts work, delivers results, acknowledges an input, answers a query or
+// rests. So the durability barrier stands where it matters, and a slow
+// commit does not hold up a stream. AppendAsync must not retain batch
+// after it returns (it may encode it at once), must keep the order of the
+// appends it was given, and its wait func reports the append's outcome.
+type AsyncSink interface {
+	Sink
+	AppendAsync(ctx context.Context, batch []vocab.Event) (wait func(context.Context) error)
+}
+
 // Reader reads a session's events back.
 //
 // Since yields the events with sequence number from (inclusive; sequence

@@ -24,6 +24,16 @@ func (l *Log) Append(ctx context.Context, batch []vocab.Event) error {
 	return l.st.Append(ctx, l.id, l.claim, batch)
 }
 
+// AppendAsync starts appending a batch under the log's claim (at once
+// when the store can, else it appends now) and returns the wait for it.
+func (l *Log) AppendAsync(ctx context.Context, batch []vocab.Event) func(context.Context) error {
+	if a, ok := l.st.(AsyncAppender); ok {
+		return a.AppendAsync(ctx, l.id, l.claim, batch)
+	}
+	err := l.st.Append(ctx, l.id, l.claim, batch)
+	return func(context.Context) error { return err }
+}
+
 // Since yields the session's events from sequence number from on.
 func (l *Log) Since(ctx context.Context, from uint64) iter.Seq2[vocab.Event, error] {
 	return Events(ctx, l.st, l.id, from)

@@ -151,6 +151,14 @@ type Store interface {
 	Close() error
 }
 
+// AsyncAppender is a Store whose appends can be started and waited on
+// later (see eventlog.AsyncSink). AppendAsync checks and encodes batch
+// before it returns; wait reports what Append would have returned. Appends
+// of one session are committed in the order they were started.
+type AsyncAppender interface {
+	AppendAsync(ctx context.Context, session vocab.ID, claim Claim, batch []vocab.Event) (wait func(context.Context) error)
+}
+
 // Events decodes the records of Read into events. Unknown kinds are
 // yielded with their RawPayload and a nil error (a reader that must know
 // every kind checks vocab.KnownKind).
