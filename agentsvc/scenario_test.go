@@ -438,7 +438,11 @@ func compact(ev vocab.Event) string {
 	case vocab.StatusPayload:
 		return fmt.Sprintf("%s%sstatus %s", at, where, p.Status)
 	case vocab.ErrorPayload:
-		return fmt.Sprintf("%s%serror %s: %s", at, where, p.Code, p.Message)
+		what := "error"
+		if ev.Kind == vocab.EventRecovering {
+			what = "recovering from"
+		}
+		return fmt.Sprintf("%s%s%s %s: %s", at, where, what, p.Code, p.Message)
 	}
 	return ""
 }

@@ -352,13 +352,14 @@ func (c *Core) verdict(p *pending, v vocab.HookVerdict) {
 			c.history = slices.Clone(v.History)
 			c.indexCalls()
 			c.emit(vocab.EventHistoryReplaced, vocab.HistoryPayload{By: "error-handler", Messages: v.History})
+			failed := f.Err
 			if f.Kind == vocab.InModelDone {
 				// An empty reply the handler recovered from: the next
 				// request goes out at once, through the failure path.
-				c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelFailed{Err: &vocab.Error{Code: vocab.CodeEmptyResponse, Message: "the model returned an empty response"}, Recovered: true}})
-			} else {
-				c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelFailed{Err: f.Err, Recovered: true, Jitter: f.Jitter}})
+				failed = &vocab.Error{Code: vocab.CodeEmptyResponse, Message: "the model returned an empty response"}
 			}
+			c.emit(vocab.EventRecovering, vocab.ErrorPayload{Code: failed.Code, Message: failed.Message})
+			c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelFailed{Err: failed, Recovered: true, Jitter: f.Jitter}})
 		case f.Kind == vocab.InModelDone:
 			var usage vocab.Usage
 			if f.Usage != nil {
