@@ -62,7 +62,7 @@ func Open(ctx context.Context, st Store, id vocab.ID, opt Options) (*Service, er
 	} else {
 		var f *store.Folded
 		if f, err = store.Fold(ctx, st, id); err == nil {
-			s, err = start(opt, f.Core)
+			s, err = start(opt, f)
 		}
 	}
 	if err != nil {

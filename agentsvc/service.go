@@ -32,7 +32,6 @@ import (
 	"github.com/loopchart/loopchart/adapters/store"
 	"github.com/loopchart/loopchart/adapters/tools"
 	"github.com/loopchart/loopchart/hooks"
-	"github.com/loopchart/loopchart/machines/session"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -169,8 +168,9 @@ type PromptContext struct {
 // goroutines of its callers and of the work it starts.
 func New(opt Options) (*Service, error) { return start(opt, nil) }
 
-// start starts a service on core (a new session when nil).
-func start(opt Options, core *session.Core) (*Service, error) {
+// start starts a service on the session folded from a log (a new session
+// when nil).
+func start(opt Options, folded *store.Folded) (*Service, error) {
 	reg, err := tools.NewRegistry(opt.Tools...)
 	if err != nil {
 		return nil, err
@@ -186,8 +186,8 @@ func start(opt Options, core *session.Core) (*Service, error) {
 	if opt.Sink != nil {
 		sink = opt.Sink
 	}
-	s.eng, err = engine.New(engine.Options{
-		Core: core, Session: opt.Session, CheckpointEvery: opt.CheckpointEvery,
+	eo := engine.Options{
+		Session: opt.Session, CheckpointEvery: opt.CheckpointEvery,
 		Provider: opt.Provider, Tools: reg, Clock: opt.Clock, IDs: opt.IDs, Sink: sink, Window: opt.Window, Logger: opt.Logger,
 		Jitter: opt.Jitter, System: opt.System, Model: opt.Model, MaxTokens: opt.MaxTokens, StreamFlush: opt.StreamFlush,
 		MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop,
@@ -199,8 +199,11 @@ func start(opt Options, core *session.Core) (*Service, error) {
 			vocab.HookRequestError:       s.requestError,
 		},
 		Slots: s.slots,
-	})
-	if err != nil {
+	}
+	if folded != nil {
+		eo.Core = folded.Core
+	}
+	if s.eng, err = engine.New(eo); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -136,9 +136,15 @@ func (e *Engine) drive(self *worker) {
 		e.box = e.spare[:0]
 		e.mu.Unlock()
 		e.checkpoint() // first: a snapshot is taken at a batch boundary
+		first := 0
+		if batch[0].query == nil && batch[0].in.Kind == vocab.InOpen {
+			// The open input heads the log, before any hooks input.
+			e.step(&batch[0])
+			first = 1
+		}
 		e.syncSlots()
 		queries := false
-		for i := range batch {
+		for i := first; i < len(batch); i++ {
 			if batch[i].query != nil {
 				queries = true
 				continue

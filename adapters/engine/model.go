@@ -27,8 +27,12 @@ func (e *Engine) runModel(wk *worker) {
 		e.report(wk, vocab.Input{Kind: vocab.InModelFailed, Err: vocab.AsError(r.fail), Jitter: e.jitter()})
 		return
 	}
-	r.reply, r.usage = r.a.Message(), r.a.Usage()
-	e.report(wk, vocab.Input{Kind: vocab.InModelDone, Reply: &r.reply, Finish: r.a.Finish(), Usage: &r.usage})
+	// The reply is its own allocation: the core takes it over and its log
+	// keeps it, which must not keep this whole request state alive too.
+	// (Usage is copied by the core.)
+	reply := new(vocab.Message)
+	*reply, r.usage = r.a.Message(), r.a.Usage()
+	e.report(wk, vocab.Input{Kind: vocab.InModelDone, Reply: reply, Finish: r.a.Finish(), Usage: &r.usage})
 }
 
 // modelRun is one model request being streamed.
@@ -39,7 +43,6 @@ type modelRun struct {
 	s     *stream // made on the first live delta
 	last  time.Time
 	fail  error
-	reply vocab.Message
 	usage vocab.Usage
 }
 

@@ -25,7 +25,9 @@ package engine
 // only the fake clock); Close returns nil; events are gapless from 1 with
 // derived ids and nest (checkEnvelope: turn/start…turn/end,
 // step/start…step/end, one tool/result per tool/call per turn and step);
-// no agent/error; every Pending is answered once, with a result matching
+// the log opens with an open input carrying the config, and one
+// request/header "initial" precedes the first answered model request
+// (checkOpen); no agent/error; every Pending is answered once, with a result matching
 // the one terminal prompt/state event logged for it; after Close no
 // worker is left (and goleak checks the goroutines).
 
@@ -48,6 +50,7 @@ import (
 	"github.com/loopchart/loopchart/adapters/clock"
 	"github.com/loopchart/loopchart/adapters/eventlog"
 	"github.com/loopchart/loopchart/adapters/tools"
+	"github.com/loopchart/loopchart/machines/session"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -58,8 +61,13 @@ var (
 )
 
 // laneKnownBug switches off a check while the lane bug it trips is open
-// (name the bug and its seed in a comment). None is known.
-const laneKnownBug = false
+// (name the bug and its seed in a comment); delete the entry when the bug
+// is fixed.
+var laneKnownBug = map[string]bool{
+	// Fixed: the lane stepped a hooks input before the open input New
+	// queued, so the log did not start with input/open.
+	"hooks-before-open": false,
+}
 
 func TestLaneSimulation(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
@@ -598,6 +606,7 @@ func (s *laneSim) check(ctx context.Context) {
 	t := s.t
 	evs := s.log.Events()
 	s.checkEnvelope(evs)
+	s.checkOpen(evs)
 	if s.verbose && t.Failed() {
 		for _, ev := range evs {
 			t.Logf("%d t%d s%d %s %+v", ev.Seq, ev.Turn, ev.Step, ev.Kind, ev.Payload)
@@ -671,6 +680,48 @@ func (s *laneSim) check(ctx context.Context) {
 	s.tracef("checked %d events, %d prompts %v: %d turns, %d steps, %d tool calls, %d tool results, %d retries, %d stale",
 		len(evs), len(s.pendings), ends, kinds[vocab.EventTurnStart], kinds[vocab.EventStepStart], kinds[vocab.EventToolCall],
 		kinds[vocab.EventToolResult], kinds[vocab.EventRetry], kinds[vocab.EventInputStale])
+}
+
+// checkOpen checks how the log opens: an open input heads it, carrying the
+// session's config (and none follows: the lane never reopens here), and
+// the first model request logs a request/header "initial" before it, the
+// only header of the run.
+func (s *laneSim) checkOpen(evs []vocab.Event) {
+	t := s.t
+	opens, headers, answered, first := 0, 0, false, 0
+	if laneKnownBug["hooks-before-open"] {
+		for first < len(evs)-1 && evs[first].Kind == vocab.InputEventPrefix+vocab.EventKind(vocab.InHooks) {
+			first++
+		}
+	}
+	for _, ev := range evs {
+		switch p := ev.Payload.(type) {
+		case vocab.Input:
+			switch p.Kind {
+			case vocab.InOpen:
+				opens++
+				if ev.Seq != uint64(first+1) {
+					t.Errorf("seq %d: an open input after the first event", ev.Seq)
+				}
+				if cfg, err := session.ConfigOf(p); err != nil || cfg.Session != s.e.Session() {
+					t.Errorf("seq %d: the open input's config %s: session %q, %v", ev.Seq, p.Config, cfg.Session, err)
+				}
+			case vocab.InModelParts, vocab.InModelDone, vocab.InModelFailed:
+				if headers == 0 && !answered {
+					t.Errorf("seq %d: the first model request was answered, but no request/header was logged before it", ev.Seq)
+				}
+				answered = true
+			}
+		case vocab.HeaderPayload:
+			headers++
+			if headers > 1 || p.Reason != "initial" {
+				t.Errorf("seq %d: request/header %d of the run says %q; want one, initial", ev.Seq, headers, p.Reason)
+			}
+		}
+	}
+	if opens != 1 || evs[first].Kind != vocab.InputEventPrefix+vocab.EventKind(vocab.InOpen) {
+		t.Errorf("the log starts with %s and holds %d open inputs; want it to start with the only one", evs[first].Kind, opens)
+	}
 }
 
 // checkEnvelope checks the events' envelope and nesting: gapless seqs from

@@ -29,6 +29,14 @@ type Folded struct {
 	Inputs, Events int
 }
 
+// CoreSnapshot returns the folded core's versioned snapshot (JSON), lending it
+// machines for the call.
+func (f *Folded) CoreSnapshot() ([]byte, error) {
+	f.Core.Use(session.NewMachines())
+	defer f.Core.Use(nil)
+	return f.Core.Snapshot()
+}
+
 // Fold rebuilds session from its log in st: it restores the last
 // core/snapshot event when there is one, then steps every recorded input
 // after it into the core. Only input events (and the snapshot) are

@@ -15,7 +15,6 @@ import (
 
 	"github.com/loopchart/loopchart/adapters/store"
 	"github.com/loopchart/loopchart/adapters/store/sqlite"
-	"github.com/loopchart/loopchart/machines/session"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -262,9 +261,7 @@ func logFold(ctx context.Context, st store.Store, db string, id vocab.ID, w io.W
 	if err != nil {
 		return err
 	}
-	// A folded core has no machines; Snapshot needs them.
-	f.Core.Use(session.NewMachines())
-	core, err := f.Core.Snapshot()
+	core, err := f.CoreSnapshot()
 	if err != nil {
 		return err
 	}

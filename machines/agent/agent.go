@@ -395,10 +395,12 @@ func clearInbox(c *Ctx, ev chart.Event, out *chart.Out) {
 // setAbort records the cause of an abort: the first cause is kept, except
 // that disposed always wins (and drops any latched wake).
 func setAbort(c *Ctx, cause vocab.CancelCause) {
-	if c.Abort == nil || cause.Kind == vocab.CancelDisposed {
+	// A close and a crash's recovery override any cause already set:
+	// they say why the session ended, not why an earlier abort began.
+	if c.Abort == nil || cause.Kind == vocab.CancelDisposed || cause.Kind == vocab.CancelInterrupted {
 		c.Abort = &cause
 	}
-	if cause.Kind == vocab.CancelDisposed {
+	if cause.Kind == vocab.CancelDisposed || cause.Kind == vocab.CancelInterrupted {
 		c.WakeLatched = false
 	}
 }

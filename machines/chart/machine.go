@@ -32,8 +32,18 @@ type stateInfo struct {
 	depth   int
 }
 
-type stateKey uint16
-type triggerKey uint16
+// stateKey and triggerKey are what stateless sees of states and
+// triggers: pointers, one per state and per transition, made once per
+// machine kind. A pointer in an interface is stored as is (boxing costs
+// nothing), compares as a word and hashes as one (stateless keys its maps
+// by interface values and compares states at every level of an exit or
+// entry), where a small integer type would go through the generic hash
+// and equality functions.
+type stateKey = *stateSlot
+type triggerKey = *triggerSlot
+
+type stateSlot struct{ id int }
+type triggerSlot struct{ id int }
 
 // Machine is a built machine kind. Build it once and drive any number of
 // instances with it, one Fire at a time: a Machine is not safe for
@@ -49,6 +59,18 @@ type Machine[C any] struct {
 	// state for trigger, in definition order.
 	table [][][]int
 	names []State
+	// skeys[id] and tkeys[i] are the stateless keys of state id and of
+	// transition i.
+	skeys []stateKey
+	tkeys []triggerKey
+	// dstOf[i] is transition i's target state (0: internal), reentryOf[i]
+	// whether it re-enters its source; byLen[n] lists the triggers whose
+	// name is n bytes long (index 0 of trigs unused), so resolving an
+	// event's trigger compares a few strings instead of hashing one.
+	dstOf     []int
+	reentryOf []bool
+	trigs     []Trigger
+	byLen     [][]int
 
 	// per-fire scratch, valid only inside Fire
 	cur         *Instance[C]
@@ -60,6 +82,7 @@ type Machine[C any] struct {
 	reentry     bool
 	exitsDone   bool
 	entriesDone bool
+	guarding    *Guard[C] // the guard resolve is running
 }
 
 // Def returns the definition the machine was built from.
@@ -157,6 +180,17 @@ func (m *Machine[C]) index() error {
 		}
 		m.trigIdx[t] = len(m.trigIdx) + 1
 	}
+	m.trigs = make([]Trigger, len(m.trigIdx)+1)
+	for _, t := range d.Triggers {
+		i := m.trigIdx[t]
+		m.trigs[i] = t
+		for len(m.byLen) <= len(t) {
+			m.byLen = append(m.byLen, nil)
+		}
+		m.byLen[len(t)] = append(m.byLen[len(t)], i)
+	}
+	m.dstOf = make([]int, len(d.Transitions))
+	m.reentryOf = make([]bool, len(d.Transitions))
 	m.table = make([][][]int, len(m.states))
 	for i := range m.table {
 		m.table[i] = make([][]int, len(m.trigIdx)+1)
@@ -188,6 +222,9 @@ func (m *Machine[C]) index() error {
 		if t.Action != nil && t.Action.Run == nil {
 			return defErr(d.Name, "transition %d: action without Run", i)
 		}
+		if t.To != "" {
+			m.dstOf[i], m.reentryOf[i] = m.stateIdx[t.To], t.To == t.From
+		}
 		prev := m.table[from][tr]
 		if len(prev) > 0 && d.Transitions[prev[len(prev)-1]].Guard == nil {
 			return defErr(d.Name, "transition %d: unreachable, an unguarded transition for %q on %q comes first", i, t.On, t.From)
@@ -208,9 +245,17 @@ func (m *Machine[C]) isAncestor(a, s int) bool {
 }
 
 func (m *Machine[C]) configure() {
+	m.skeys = make([]stateKey, len(m.states))
+	for id := range m.skeys {
+		m.skeys[id] = &stateSlot{id: id}
+	}
+	m.tkeys = make([]triggerKey, len(m.def.Transitions))
+	for i := range m.tkeys {
+		m.tkeys[i] = &triggerSlot{id: i}
+	}
 	m.sm = stateless.NewStateMachineWithExternalStorage(
-		func(context.Context) (stateless.State, error) { return stateKey(m.cur.state), nil },
-		func(_ context.Context, s stateless.State) error { m.cur.state = int(s.(stateKey)); return nil },
+		func(context.Context) (stateless.State, error) { return m.skeys[m.cur.state], nil },
+		func(_ context.Context, s stateless.State) error { m.cur.state = s.(stateKey).id; return nil },
 		stateless.FiringImmediate,
 	)
 	// Entry and exit actions run from stateless' transition callbacks, in
@@ -247,24 +292,24 @@ func (m *Machine[C]) configure() {
 		}
 	})
 	for id := 1; id < len(m.states); id++ {
-		sc := m.sm.Configure(stateKey(id))
+		sc := m.sm.Configure(m.skeys[id])
 		st := m.states[id]
 		if st.parent != 0 {
-			sc.SubstateOf(stateKey(st.parent))
+			sc.SubstateOf(m.skeys[st.parent])
 		}
 		if st.initial != 0 {
-			sc.InitialTransition(stateKey(st.initial))
+			sc.InitialTransition(m.skeys[st.initial])
 		}
 	}
 	// resolve has already chosen the transition when stateless runs, so
 	// stateless only carries it out. Each definition transition gets a
-	// stateless trigger of its own (its index + 1), declared on its source
+	// stateless trigger of its own (tkeys[i]), declared on its source
 	// state only: stateless finds it by walking up from the current leaf,
 	// and never has to choose between transitions — no guards, so no guard
 	// allocations and no "multiple permitted transitions" panic.
 	for i, t := range m.def.Transitions {
-		sc := m.sm.Configure(stateKey(m.stateIdx[t.From]))
-		key := triggerKey(i + 1)
+		sc := m.sm.Configure(m.skeys[m.stateIdx[t.From]])
+		key := m.tkeys[i]
 		switch {
 		case t.To == "":
 			// An internal transition leaves the state as it is: stateless
@@ -275,7 +320,7 @@ func (m *Machine[C]) configure() {
 		case t.To == t.From:
 			sc.PermitReentry(key)
 		default:
-			sc.Permit(key, stateKey(m.stateIdx[t.To]))
+			sc.Permit(key, m.skeys[m.stateIdx[t.To]])
 		}
 	}
 }
@@ -386,24 +431,31 @@ func (m *Machine[C]) Fire(inst *Instance[C], ev Event, out *Out) (err error) {
 	if inst.state == 0 {
 		return &TriggerError{Machine: m.def.Name, State: "<not started>", Trigger: ev.Trigger(), kind: ErrUnhandledTrigger}
 	}
+	from := inst.state
+	// One deferred recover serves the guards (resolve marks the guard it
+	// runs) and the actions: a defer per guard test cost more than the
+	// test.
+	defer func() {
+		if r := recover(); r != nil {
+			if g := m.guarding; g != nil {
+				err = &GuardPanicError{Machine: m.def.Name, State: m.states[from].name, Trigger: ev.Trigger(), Guard: g.Name, Value: r}
+			} else {
+				err = fmt.Errorf("%s: state %q, trigger %q: %w: %v", m.def.Name, m.states[from].name, ev.Trigger(), ErrActionPanicked, r)
+			}
+		}
+		m.cur, m.ev, m.out, m.guarding = nil, nil, nil, nil
+	}()
 	idx, err := m.resolve(inst, ev)
 	if err != nil {
 		return err
 	}
-	from := inst.state
 	m.cur, m.ev, m.out, m.chosen, m.actionDone = inst, ev, out, idx, false
 	m.src, m.exitsDone, m.entriesDone = from, false, false
-	if tr := &m.def.Transitions[idx]; tr.To != "" {
-		m.dst, m.reentry = m.stateIdx[tr.To], tr.To == tr.From
+	if m.dstOf[idx] != 0 {
+		m.dst, m.reentry = m.dstOf[idx], m.reentryOf[idx]
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%s: state %q, trigger %q: %w: %v", m.def.Name, m.states[from].name, ev.Trigger(), ErrActionPanicked, r)
-		}
-		m.cur, m.ev, m.out = nil, nil, nil
-	}()
 	t := &m.def.Transitions[idx]
-	if err := m.sm.FireCtx(context.Background(), triggerKey(idx+1)); err != nil {
+	if err := m.sm.FireCtx(context.Background(), m.tkeys[idx]); err != nil {
 		return fmt.Errorf("%s: stateless: %w", m.def.Name, err)
 	}
 	m.runTransitionAction() // internal transitions without OnTransitioning
@@ -417,10 +469,10 @@ func (m *Machine[C]) Fire(inst *Instance[C], ev Event, out *Out) (err error) {
 
 // resolve finds the transition ev takes from inst's state: the leaf first,
 // then each superstate; within a state, the first passing guard in
-// definition order wins. A panicking guard stops the search with a
-// *GuardPanicError.
+// definition order wins. A panicking guard stops the search (Fire turns
+// the panic into a *GuardPanicError).
 func (m *Machine[C]) resolve(inst *Instance[C], ev Event) (int, error) {
-	tr, ok := m.trigIdx[ev.Trigger()]
+	tr, ok := m.trigger(ev.Trigger())
 	var failed []string
 	// A final state handles nothing, not even its superstates' triggers.
 	if ok && !m.states[inst.state].final {
@@ -430,10 +482,10 @@ func (m *Machine[C]) resolve(inst *Instance[C], ev Event) (int, error) {
 				if g == nil {
 					return i, nil
 				}
-				pass, err := m.testGuard(g, inst, ev)
-				if err != nil {
-					return 0, err
-				}
+				// A panic here is caught by Fire, which names m.guarding.
+				m.guarding = g
+				pass := g.Test(&inst.Ctx, ev)
+				m.guarding = nil
 				if pass {
 					return i, nil
 				}
@@ -453,15 +505,16 @@ func (m *Machine[C]) resolve(inst *Instance[C], ev Event) (int, error) {
 	return 0, e
 }
 
-// testGuard runs g; a panic becomes a *GuardPanicError, never a silent
-// false.
-func (m *Machine[C]) testGuard(g *Guard[C], inst *Instance[C], ev Event) (ok bool, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			ok, err = false, &GuardPanicError{Machine: m.def.Name, State: m.states[inst.state].name, Trigger: ev.Trigger(), Guard: g.Name, Value: r}
+// trigger returns the index of trigger t.
+func (m *Machine[C]) trigger(t Trigger) (int, bool) {
+	if len(t) < len(m.byLen) {
+		for _, i := range m.byLen[len(t)] {
+			if m.trigs[i] == t {
+				return i, true
+			}
 		}
-	}()
-	return g.Test(&inst.Ctx, ev), nil
+	}
+	return 0, false
 }
 
 // Handles reports whether state s (or a superstate) declares a transition
@@ -497,12 +550,11 @@ func (m *Machine[C]) IsFinal(inst *Instance[C]) bool { return m.states[inst.stat
 
 // In reports whether inst is in state s or one of its substates.
 func (m *Machine[C]) In(inst *Instance[C], s State) bool {
-	want, ok := m.stateIdx[s]
-	if !ok {
-		return false
-	}
+	// A walk up from the leaf comparing names (a state is a few levels
+	// deep, and equal names are usually the same constant, which compares
+	// at once) costs less than hashing s.
 	for id := inst.state; id != 0; id = m.states[id].parent {
-		if id == want {
+		if m.states[id].name == s {
 			return true
 		}
 	}

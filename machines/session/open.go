@@ -108,6 +108,9 @@ func (c *Core) recover() {
 		c.recovering = true
 		cause := vocab.CancelCause{Kind: vocab.CancelInterrupted}
 		c.cause = cause
+		// A wake latched before the crash is not served by the recovery:
+		// the agent rests; a Continue or new input runs the queue.
+		c.agent.Ctx.WakeLatched = false
 		if !c.closing() {
 			c.fireNow(agent.Cancel{Cause: cause, KeepInbox: true})
 			c.run()

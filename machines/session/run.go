@@ -2,6 +2,8 @@ package session
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/loopchart/loopchart/machines/agent"
 	"github.com/loopchart/loopchart/machines/chart"
@@ -68,13 +70,13 @@ func (c *Core) run() {
 				continue
 			}
 		case reqStartTurn:
-			c.turn = c.m.turn.New(turn.NewCtx(r.cfg), &c.m.out)
+			c.turn = c.m.newTurn(turn.NewCtx(r.cfg))
 			r.kind = reqTurn
 		case reqNewTool:
 			if !slices.Contains(c.batch, r.call) {
 				continue
 			}
-			r.call.inst = c.m.tool.New(tool.NewCtx(r.call.Call, tool.Config{AbortGrace: c.cfg.AbortGrace}), &c.m.out)
+			r.call.inst = c.m.newTool(tool.NewCtx(r.call.Call, tool.Config{AbortGrace: c.cfg.AbortGrace}))
 			r.kind = reqTool
 		case reqLaunch:
 			c.launch(r.call)
@@ -174,7 +176,7 @@ func (m *Machines) payload(kind reqKind, t chart.Record) any {
 func (c *Core) agentEffect(eff chart.Effect) {
 	switch f := eff.(type) {
 	case agent.Inbox:
-		c.emit(vocab.EventInboxSpliced, vocab.InboxPayload{Target: string(f.Target), Op: string(f.Op), Messages: f.Messages})
+		c.emit(vocab.EventInboxSpliced, inboxPayload(f))
 		switch f.Op {
 		case agent.OpDiscarded:
 			for _, m := range f.Messages {
@@ -406,6 +408,21 @@ func (m *Machines) newPending(p *pending) *pending {
 // (a hook's verdict, a timer's owner), and no record outlives the Step
 // that dropped it anywhere else (snapshots copy them).
 func (m *Machines) recycle() {
+	if m.deadTurn == nil && len(m.deadTools) == 0 && len(m.dead) == 0 {
+		return
+	}
+	if m.deadTurn != nil {
+		m.deadTurn.Ctx = turn.Ctx{}
+		m.turns, m.deadTurn = m.deadTurn, nil
+	}
+	for i, inst := range m.deadTools {
+		m.deadTools[i] = nil
+		if len(m.tools) < 8 {
+			inst.Ctx = tool.Ctx{}
+			m.tools = append(m.tools, inst)
+		}
+	}
+	m.deadTools = m.deadTools[:0]
 	for i, p := range m.dead {
 		m.dead[i] = nil
 		if len(m.pendings) < 16 {
@@ -414,4 +431,99 @@ func (m *Machines) recycle() {
 		}
 	}
 	m.dead = m.dead[:0]
+}
+
+// eventIDs makes event ids ("<session>-<seq>", vocab.EventID's form) for
+// the events a core emits in sequence. Consecutive sequence numbers only
+// increment the decimal digits of the last id, kept in scratch, so an id
+// costs one short copy into a shared text block (strings.Builder: one
+// allocation per block; its text is never rewritten, so an id cut from it
+// stays immutable). It lives with the Machines: it holds nothing a
+// resting session needs, and starts over when another session or a jump
+// in the sequence comes.
+type eventIDs struct {
+	block   strings.Builder
+	last    []byte // the last id made
+	digits  int    // where its sequence number starts in last
+	session vocab.ID
+	seq     uint64
+}
+
+const eventIDBlock = 512
+
+func (g *eventIDs) id(session vocab.ID, seq uint64) vocab.ID {
+	if seq == g.seq+1 && session == g.session && g.last != nil {
+		i := len(g.last) - 1
+		for i >= g.digits && g.last[i] == '9' {
+			g.last[i] = '0'
+			i--
+		}
+		if i >= g.digits {
+			g.last[i]++
+		} else {
+			g.last = append(g.last, '0')
+			g.last[g.digits] = '1'
+		}
+	} else {
+		g.last = append(append(g.last[:0], session...), '-')
+		g.digits = len(g.last)
+		g.last = strconv.AppendUint(g.last, seq, 10)
+		g.session = session
+	}
+	g.seq = seq
+	if g.block.Cap()-g.block.Len() < len(g.last) {
+		g.block = strings.Builder{}
+		g.block.Grow(max(eventIDBlock, len(g.last)))
+	}
+	start := g.block.Len()
+	g.block.Write(g.last)
+	return vocab.ID(g.block.String()[start:])
+}
+
+// newTool returns a started tool machine instance with context ctx, a
+// spare one when there is one (see retireTools).
+func (m *Machines) newTool(ctx tool.Ctx) *tool.Instance {
+	n := len(m.tools)
+	if n == 0 {
+		return m.tool.New(ctx, &m.out)
+	}
+	inst := m.tools[n-1]
+	m.tools[n-1] = nil
+	m.tools = m.tools[:n-1]
+	inst.Ctx = ctx
+	m.tool.Start(inst, &m.out)
+	return inst
+}
+
+// retireTools takes the tool machine instances of a batch that ends: each
+// call forgets its instance (a queued fire for it is skipped), which is
+// spare from the next Step on.
+func (c *Core) retireTools() {
+	for _, cl := range c.batch {
+		if cl.inst != nil {
+			c.m.deadTools = append(c.m.deadTools, cl.inst)
+			cl.inst = nil
+		}
+	}
+}
+
+// newTurn returns a started turn machine instance with context ctx, the
+// spare one when there is one (see retireTurn).
+func (m *Machines) newTurn(ctx turn.Ctx) *turn.Instance {
+	inst := m.turns
+	if inst == nil {
+		return m.turn.New(ctx, &m.out)
+	}
+	m.turns = nil
+	inst.Ctx = ctx
+	m.turn.Start(inst, &m.out)
+	return inst
+}
+
+// retireTurn takes the instance of the turn that ends; it is spare from
+// the next Step on.
+func (c *Core) retireTurn() {
+	if c.turn != nil && c.m.deadTurn == nil {
+		c.m.deadTurn = c.turn
+	}
 }

@@ -184,7 +184,10 @@ type Machines struct {
 	out chart.Out
 	// pendings are spare pending records; dead are those dropped in the
 	// current Step, spare from the next (see recycle).
-	pendings, dead []*pending
+	pendings, dead   []*pending
+	tools, deadTools []*tool.Instance
+	turns, deadTurn  *turn.Instance
+	ids              eventIDs
 }
 
 // payloadEntry is one boxed transition payload: a transition declared on
@@ -748,7 +751,7 @@ func (c *Core) cancel(id uint64, cause vocab.CancelCause) {
 // emit appends an event. Its time is the time of the input being stepped.
 func (c *Core) emit(kind vocab.EventKind, payload any) {
 	c.seq++
-	ev := vocab.Event{ID: c.ids.ID(c.cfg.Session, c.seq), Session: c.cfg.Session, Seq: c.seq, At: c.now, Kind: kind, Payload: payload}
+	ev := vocab.Event{ID: c.m.ids.id(c.cfg.Session, c.seq), Session: c.cfg.Session, Seq: c.seq, At: c.now, Kind: kind, Payload: payload}
 	if c.inTurn {
 		ev.Turn, ev.Step = c.turnNo, c.step
 	}

@@ -305,6 +305,7 @@ func (c *Core) endBatch() {
 		}
 		i++
 	}
+	c.retireTools()
 	clear(c.batch)
 	c.batch, c.next = c.batch[:0], 0
 }
@@ -403,6 +404,7 @@ func (c *Core) endTurn(f turn.EndTurn) {
 		c.model = 0
 	}
 	c.reply.Reset()
+	c.retireTurn()
 	c.turn, c.prompt, c.step, c.inTurn = nil, "", 0, false
 	c.enqueue(fireReq{kind: reqAgent, ev: agent.TurnEnded{End: f.End}})
 }

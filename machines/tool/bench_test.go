@@ -24,8 +24,8 @@ import (
 var (
 	evProceed = chart.Event(tool.BeforeProceed{})
 	evUpdate  = chart.Event(tool.ExecUpdate{Text: "50%"})
-	evDone    = chart.Event(tool.ExecDone{Result: vocab.ToolResult{Content: "ok"}})
-	evAfter   = chart.Event(tool.AfterDone{Result: vocab.ToolResult{Content: "ok"}})
+	evDone    = chart.Event(tool.ExecDone{Result: &vocab.ToolResult{Content: "ok"}})
+	evAfter   = chart.Event(tool.AfterDone{Result: &vocab.ToolResult{Content: "ok"}})
 )
 
 func BenchmarkToolTransition(b *testing.B) {

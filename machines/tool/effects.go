@@ -10,7 +10,10 @@ import (
 // RunBefore asks the adapter to run the before-hook chain on Call and answer
 // with BeforeProceed, BeforeDeny, BeforeAsk or BeforeFailed. With no hook
 // the answer is BeforeProceed with the same call.
-type RunBefore struct{ Call vocab.ToolCall }
+//
+// Call is the context's own (boxing the effect costs nothing): read it
+// before the next Fire, never change it.
+type RunBefore struct{ Call *vocab.ToolCall }
 
 // RequestApproval asks the adapter to put Question about Call to a person
 // and answer with Approve, Reject or Abort. After a restore in
@@ -24,8 +27,10 @@ type RequestApproval struct {
 // fires ExecStarted when the scheduler launches it, then ExecUpdate for
 // progress and one of ExecDone, ExecFailed or ExecDetached. Rewritten
 // reports that the before-hook changed the call.
+//
+// Call is the context's own: read it before the next Fire, never change it.
 type Execute struct {
-	Call      vocab.ToolCall
+	Call      *vocab.ToolCall
 	Rewritten bool
 }
 
@@ -50,14 +55,18 @@ type CancelExecution struct {
 
 // RunAfter asks the adapter to run the after-hook chain on Result and answer
 // with AfterDone (the same result when there is no hook) or AfterFailed.
-type RunAfter struct{ Result vocab.ToolResult }
+// Result is the call's result so far, shared: read it, never change it.
+type RunAfter struct{ Result *vocab.ToolResult }
 
 // Outcome is the call's one result, emitted once, on entering a final
 // state. Background is set when the call had detached: the adapter delivers
 // the result as a notification, not as the tool result of the turn (the
 // turn already got the Acknowledge result).
+//
+// Result is shared with the machine's context (which never changes it in
+// place: a new result replaces it): read it, never change it.
 type Outcome struct {
-	Result     vocab.ToolResult
+	Result     *vocab.ToolResult
 	Background bool
 }
 
@@ -86,7 +95,7 @@ func (RunAfter) EffectName() string { return "run-after" }
 func (Outcome) EffectName() string { return "outcome" }
 
 // String renders the effect deterministically for tables and logs.
-func (e RunBefore) String() string { return "run-before " + formatCall(e.Call) }
+func (e RunBefore) String() string { return "run-before " + formatCall(callOf(e.Call)) }
 
 // String renders the effect deterministically for tables and logs.
 func (e RequestApproval) String() string {
@@ -95,7 +104,7 @@ func (e RequestApproval) String() string {
 
 // String renders the effect deterministically for tables and logs.
 func (e Execute) String() string {
-	s := "execute " + formatCall(e.Call)
+	s := "execute " + formatCall(callOf(e.Call))
 	if e.Rewritten {
 		s += " rewritten"
 	}
@@ -116,11 +125,11 @@ func (e CancelExecution) String() string {
 }
 
 // String renders the effect deterministically for tables and logs.
-func (e RunAfter) String() string { return "run-after " + FormatResult(e.Result) }
+func (e RunAfter) String() string { return "run-after " + FormatResult(deref(e.Result)) }
 
 // String renders the effect deterministically for tables and logs.
 func (e Outcome) String() string {
-	s := "outcome " + FormatResult(e.Result)
+	s := "outcome " + FormatResult(deref(e.Result))
 	if e.Background {
 		s += " background"
 	}
@@ -154,4 +163,20 @@ func FormatResult(r vocab.ToolResult) string {
 		fmt.Fprintf(&b, " stop(%s)", r.StopReason)
 	}
 	return b.String()
+}
+
+// deref returns *r, the zero result for nil.
+func deref(r *vocab.ToolResult) vocab.ToolResult {
+	if r == nil {
+		return vocab.ToolResult{}
+	}
+	return *r
+}
+
+// callOf returns *c, the zero call for nil.
+func callOf(c *vocab.ToolCall) vocab.ToolCall {
+	if c == nil {
+		return vocab.ToolCall{}
+	}
+	return *c
 }

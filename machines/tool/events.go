@@ -60,9 +60,12 @@ type ExecStarted struct{}
 type ExecUpdate struct{ Text string }
 
 // ExecDone: the tool returned Result (its CallID and Name are stamped from
-// the call). An error result returned by the tool is still a result: it
-// goes through the after-hook.
-type ExecDone struct{ Result vocab.ToolResult }
+// the call; nil is an empty result). An error result returned by the tool
+// is still a result: it goes through the after-hook. The machine never
+// changes *Result, and keeps it as it is when it is stamped already (else
+// a stamped copy): the sender must not change it afterwards. So one result
+// can be shared with the log, and boxing the event costs no allocation.
+type ExecDone struct{ Result *vocab.ToolResult }
 
 // ExecFailed: the tool returned a Go error or panicked; the call fails with
 // a vocab.CodeToolFailed error result (during an abort: the aborted result).
@@ -82,8 +85,9 @@ type TimerFired struct {
 }
 
 // AfterDone: the after-hook returned Result (its CallID and Name are stamped
-// from the call); an error result makes the call fail.
-type AfterDone struct{ Result vocab.ToolResult }
+// from the call; nil is an empty result); an error result makes the call
+// fail. Handing back RunAfter's own Result (the hook kept it) costs nothing.
+type AfterDone struct{ Result *vocab.ToolResult }
 
 // AfterFailed: the after-hook failed or panicked; the call fails with a
 // vocab.CodeHook error result.

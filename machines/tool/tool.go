@@ -80,9 +80,9 @@ var (
 	gResultOK = &guard{Name: "resultOK", Test: func(_ *Ctx, ev chart.Event) bool {
 		switch e := ev.(type) {
 		case AfterDone:
-			return !e.Result.IsError
+			return e.Result == nil || !e.Result.IsError
 		case ExecDone:
-			return !e.Result.IsError
+			return e.Result == nil || !e.Result.IsError
 		}
 		return false
 	}}
@@ -95,7 +95,7 @@ func act(run func(c *Ctx, ev chart.Event, out *chart.Out), effects ...string) *a
 }
 
 var (
-	aEnterBefore = act(func(c *Ctx, _ chart.Event, out *chart.Out) { out.Emit(RunBefore{Call: c.Call}) }, "run-before")
+	aEnterBefore = act(func(c *Ctx, _ chart.Event, out *chart.Out) { out.Emit(RunBefore{Call: &c.Call}) }, "run-before")
 	aProceed     = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		nc := ev.(BeforeProceed).Call
 		if nc.Name != "" && nc.Name != c.Call.Name {
@@ -140,7 +140,7 @@ var (
 		c.setResult(denied(c.Call, "was not approved", ev.(Reject).Reason))
 	})
 	aEnterExecuting = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
-		out.Emit(Execute{Call: c.Call, Rewritten: c.Rewritten})
+		out.Emit(Execute{Call: &c.Call, Rewritten: c.Rewritten})
 	}, "execute")
 	aStarted = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Started = true })
 	aUpdate  = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
@@ -149,7 +149,12 @@ var (
 	}, "progress")
 	aDone = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		c.Started = true
-		r := ev.(ExecDone).Result
+		p := ev.(ExecDone).Result
+		if p != nil && p.Started && p.CallID == c.Call.ID && p.Name == c.Call.Name {
+			c.Result = p // stamped already: kept as is (never changed in place)
+			return
+		}
+		r := deref(p)
 		r.Started = true
 		c.setResult(r)
 	})
@@ -184,7 +189,10 @@ var (
 		c.Timer.Disarm(out)
 		aDone.Run(c, ev, out)
 	}, "cancel-timer")
-	aAbortSettle = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
+	aAbortSettle = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		if _, again := ev.(Abort); again {
+			c.setAbort(ev) // a second abort may say more (a crash's recovery)
+		}
 		c.Timer.Disarm(out)
 		c.setResult(vocab.AbortedResult(c.Call, true, c.cause()))
 	}, "cancel-timer")
@@ -197,9 +205,13 @@ var (
 		out.Emit(CancelExecution{CallID: c.Call.ID, Cause: *c.Abort})
 		c.setResult(vocab.AbortedResult(c.Call, true, *c.Abort))
 	}, "cancel-execution")
-	aEnterAfter = act(func(c *Ctx, _ chart.Event, out *chart.Out) { out.Emit(RunAfter{Result: c.result()}) }, "run-after")
+	aEnterAfter = act(func(c *Ctx, _ chart.Event, out *chart.Out) { out.Emit(RunAfter{Result: c.resultRef()}) }, "run-after")
 	aAfterDone  = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
-		r := ev.(AfterDone).Result
+		p := ev.(AfterDone).Result
+		if p != nil && p == c.Result && p.Started == c.Started && p.CallID == c.Call.ID && p.Name == c.Call.Name {
+			return // the after-hook kept the result as it was
+		}
+		r := deref(p)
 		r.Started = c.Started
 		c.setResult(r)
 	})
@@ -207,15 +219,14 @@ var (
 		c.setResult(errResult(c.Call, vocab.CodeHook, c.Started, "ran, but its after-hook failed: %s", ev.(AfterFailed).Message))
 	})
 	aOutcome = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
-		out.Emit(Outcome{Result: c.result(), Background: c.Detached})
+		out.Emit(Outcome{Result: c.resultRef(), Background: c.Detached})
 	}, "outcome")
 )
 
 // setAbort records the first abort's cause; a second abort keeps it.
 func (c *Ctx) setAbort(ev chart.Event) {
-	if c.Abort == nil {
-		cause := ev.(Abort).Cause
-		c.Abort = &cause
+	if cause := ev.(Abort).Cause; c.Abort == nil || cause.Kind == vocab.CancelInterrupted {
+		c.Abort = &cause // a crash's recovery overrides an abort in progress
 	}
 }
 
@@ -241,6 +252,17 @@ func (c *Ctx) result() vocab.ToolResult {
 		return errResult(c.Call, vocab.CodeInternal, c.Started, "produced no result")
 	}
 	return *c.Result
+}
+
+// resultRef is result as a pointer: the context's own result (shared: it
+// is never changed in place, setResult replaces it), or a new error result
+// when there is none.
+func (c *Ctx) resultRef() *vocab.ToolResult {
+	if c.Result == nil {
+		r := c.result()
+		return &r
+	}
+	return c.Result
 }
 
 // denied is the result of a call refused by a before-hook or a person.

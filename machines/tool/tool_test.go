@@ -124,7 +124,8 @@ func event(line string) (chart.Event, error) {
 	case tool.TrExecUpdate:
 		return tool.ExecUpdate{Text: a["text"]}, nil
 	case tool.TrExecDone:
-		return tool.ExecDone{Result: result()}, nil
+		r := result()
+		return tool.ExecDone{Result: &r}, nil
 	case tool.TrExecFailed:
 		return tool.ExecFailed{Message: a["message"]}, nil
 	case tool.TrExecDetached:
@@ -139,7 +140,8 @@ func event(line string) (chart.Event, error) {
 		seq, err := a.Int("seq", 0)
 		return tool.TimerFired{Name: a["name"], Seq: uint64(seq)}, err
 	case tool.TrAfterDone:
-		return tool.AfterDone{Result: result()}, nil
+		r := result()
+		return tool.AfterDone{Result: &r}, nil
 	case tool.TrAfterFailed:
 		return tool.AfterFailed{Message: a["message"]}, nil
 	case "stray":
@@ -203,9 +205,9 @@ func TestOneOutcome(t *testing.T) {
 		isErr := tr.To == tool.Failed
 		switch tr.On {
 		case tool.TrExecDone:
-			return tool.ExecDone{Result: vocab.ToolResult{Content: "x", IsError: isErr}}
+			return tool.ExecDone{Result: &vocab.ToolResult{Content: "x", IsError: isErr}}
 		case tool.TrAfterDone:
-			return tool.AfterDone{Result: vocab.ToolResult{Content: "x", IsError: isErr}}
+			return tool.AfterDone{Result: &vocab.ToolResult{Content: "x", IsError: isErr}}
 		case tool.TrTimer:
 			return tool.TimerFired{Name: inst.Ctx.Timer.Name, Seq: inst.Ctx.Timer.Seq}
 		case tool.TrAbort:
@@ -306,7 +308,7 @@ func TestCloneSharesNothing(t *testing.T) {
 	m := tool.New()
 	var out chart.Out
 	inst := m.New(tool.NewCtx(vocab.ToolCall{ID: "c1", Name: "read", Args: json.RawMessage(`{"p":1}`)}, tool.Config{}), &out)
-	for _, ev := range []chart.Event{tool.BeforeProceed{}, tool.ExecDone{Result: vocab.ToolResult{Content: "ok",
+	for _, ev := range []chart.Event{tool.BeforeProceed{}, tool.ExecDone{Result: &vocab.ToolResult{Content: "ok",
 		Delivery: &vocab.Delivery{Kind: vocab.DeliverySteer, Message: vocab.UserText("hi")}}}} {
 		if err := m.Fire(inst, ev, &out); err != nil {
 			t.Fatal(err)

@@ -19,8 +19,8 @@ func stepEvents() []chart.Event {
 		Call: &vocab.ToolCall{ID: "c1", Name: "noop", Args: json.RawMessage(`{}`)}}}}
 	return []chart.Event{
 		turn.GateProceed{Claimed: 1},
-		turn.ModelDone{Reply: reply, Finish: vocab.FinishToolCalls},
-		turn.ToolOutcome{Result: vocab.ToolResult{CallID: "c1", Content: "ok"}},
+		turn.ModelDone{Reply: &reply, Finish: vocab.FinishToolCalls},
+		turn.ToolOutcome{Result: &vocab.ToolResult{CallID: "c1", Content: "ok"}},
 		turn.Drained{},
 	}
 }

@@ -26,8 +26,10 @@ type CancelRequest struct{ Cause vocab.CancelCause }
 
 // CommitReply asks the adapter to write the assistant reply to history.
 // Usage is recorded before any tool of the step runs.
+//
+// Reply is ModelDone's own, shared: read it, never change it.
 type CommitReply struct {
-	Reply  vocab.Message
+	Reply  *vocab.Message
 	Finish vocab.FinishReason
 	Usage  vocab.Usage
 }
@@ -52,8 +54,9 @@ type SpawnTools struct {
 type CancelTools struct{ Cause vocab.CancelCause }
 
 // CommitResults asks the adapter to write the tool results to history, in
-// the model's call order, one per call.
-type CommitResults struct{ Results []vocab.ToolResult }
+// the model's call order, one per call. The results are shared with the
+// turn's context: read them, never change them.
+type CommitResults struct{ Results []*vocab.ToolResult }
 
 // Drain asks the adapter to claim queued input for the next step (running
 // the turn-stopping hooks first when Concluded and nothing is queued) and
@@ -114,7 +117,7 @@ func (e CancelRequest) String() string { return "cancel-request cause=" + e.Caus
 
 // String renders CommitReply for tables and logs.
 func (e CommitReply) String() string {
-	return fmt.Sprintf("commit-reply finish=%s calls=%d text=%q", e.Finish, len(e.Reply.ToolCalls()), e.Reply.Text())
+	return fmt.Sprintf("commit-reply finish=%s calls=%d text=%q", e.Finish, len(msgOf(e.Reply).ToolCalls()), msgOf(e.Reply).Text())
 }
 
 // String renders RetryScheduled for tables and logs.
@@ -153,4 +156,12 @@ func (e Drain) String() string { return fmt.Sprintf("drain step=%d concluded=%t"
 // String renders EndTurn for tables and logs.
 func (e EndTurn) String() string {
 	return fmt.Sprintf("end-turn %s steps=%d", e.End, e.Steps)
+}
+
+// msgOf returns *m, the empty message for nil.
+func msgOf(m *vocab.Message) vocab.Message {
+	if m == nil {
+		return vocab.Message{}
+	}
+	return *m
 }

@@ -42,8 +42,12 @@ type GateRefuse struct {
 
 // ModelDone: the model request finished and Reply is the assembled
 // assistant message.
+//
+// Reply is shared, not copied (boxing the event costs 64 bytes, not a
+// whole message): the sender must not change it afterwards. A nil Reply is
+// an empty reply.
 type ModelDone struct {
-	Reply  vocab.Message
+	Reply  *vocab.Message
 	Finish vocab.FinishReason
 	Usage  vocab.Usage
 }
@@ -67,8 +71,11 @@ type TimerFired struct {
 // ToolStarted: the call began executing.
 type ToolStarted struct{ CallID string }
 
-// ToolOutcome: the call ended with Result (its CallID names the call).
-type ToolOutcome struct{ Result vocab.ToolResult }
+// ToolOutcome: the call ended with Result (its CallID names the call; nil
+// names none). The machine keeps Result (it never changes it), so the
+// sender must not change it afterwards either; boxing the event costs no
+// allocation.
+type ToolOutcome struct{ Result *vocab.ToolResult }
 
 // Drained: the adapter claimed Messages input messages (steers,
 // notifications, reminders) into history after the step. Bypass is set when

@@ -24,6 +24,7 @@ package turn
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/loopchart/loopchart/machines/chart"
 	"github.com/loopchart/loopchart/vocab"
@@ -76,16 +77,20 @@ var (
 	// and the turn stops at the drain.
 	gTruncatedCalls = &guard{Name: "truncatedCalls", Test: func(_ *Ctx, ev chart.Event) bool {
 		d := ev.(ModelDone)
-		return d.Finish == vocab.FinishMaxTokens && d.Reply.HasToolCalls()
+		return d.Finish == vocab.FinishMaxTokens && d.Reply != nil && d.Reply.HasToolCalls()
 	}}
 	gHasToolCalls = &guard{Name: "hasToolCalls", Test: func(_ *Ctx, ev chart.Event) bool {
-		return ev.(ModelDone).Reply.HasToolCalls()
+		r := ev.(ModelDone).Reply
+		return r != nil && r.HasToolCalls()
 	}}
 	gEmptyRetry = &guard{Name: "emptyRetryable", Test: func(c *Ctx, ev chart.Event) bool {
 		d := ev.(ModelDone)
-		return d.Reply.IsEmptyReply() && c.Config.Retry.ShouldRetry(c.Attempt, emptyErr(d.Finish))
+		return (d.Reply == nil || d.Reply.IsEmptyReply()) && c.Config.Retry.ShouldRetry(c.Attempt, emptyErr(d.Finish))
 	}}
-	gEmpty = &guard{Name: "empty", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(ModelDone).Reply.IsEmptyReply() }}
+	gEmpty = &guard{Name: "empty", Test: func(_ *Ctx, ev chart.Event) bool {
+		r := ev.(ModelDone).Reply
+		return r == nil || r.IsEmptyReply()
+	}}
 	// A non-empty reply without tool calls that the provider ended with a
 	// failing finish reason (filtered, error, aborted). Ordered after the
 	// tool-call and empty-reply guards, so only text replies reach it.
@@ -124,7 +129,12 @@ var (
 	}}
 )
 
-func outcomeID(ev chart.Event) string { return ev.(ToolOutcome).Result.CallID }
+func outcomeID(ev chart.Event) string {
+	if r := ev.(ToolOutcome).Result; r != nil {
+		return r.CallID
+	}
+	return ""
+}
 
 // finishErr returns the failure a reply's finish reason stands for (filtered,
 // error, aborted), or nil for a finish reason that ends a reply normally.
@@ -182,10 +192,10 @@ var (
 	}, "commit-reply")
 	aTruncated = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
-		calls := ev.(ModelDone).Reply.ToolCalls()
-		res := make([]vocab.ToolResult, len(calls))
+		calls := msgOf(ev.(ModelDone).Reply).ToolCalls()
+		res := make([]*vocab.ToolResult, len(calls))
 		for i, call := range calls {
-			res[i] = vocab.ToolResult{CallID: call.ID, Name: call.Name, IsError: true, Code: vocab.CodeToolMaxTokens,
+			res[i] = &vocab.ToolResult{CallID: call.ID, Name: call.Name, IsError: true, Code: vocab.CodeToolMaxTokens,
 				Content: "not executed: the reply hit the output token limit"}
 		}
 		out.Emit(CommitResults{Results: res})
@@ -197,7 +207,7 @@ var (
 	}, "commit-reply", "commit-results")
 	aActing = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
-		c.Calls = ev.(ModelDone).Reply.ToolCalls()
+		c.Calls = msgOf(ev.(ModelDone).Reply).ToolCalls()
 		c.Results = make([]*vocab.ToolResult, len(c.Calls))
 		c.Started = make([]bool, len(c.Calls))
 		out.Emit(SpawnTools{Step: c.Step, Calls: c.Calls})
@@ -226,8 +236,12 @@ var (
 	aOutcome    = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		r := ev.(ToolOutcome).Result
 		i := c.index(r.CallID)
-		r.Name = c.Calls[i].Name
-		c.Results[i] = &r
+		if r.Name != c.Calls[i].Name {
+			cp := *r
+			cp.Name = c.Calls[i].Name
+			r = &cp
+		}
+		c.Results[i] = r // shared, never changed
 		if r.StopTurn && !c.Stopped {
 			c.Stopped, c.StopReason = true, r.StopReason
 		}
@@ -244,7 +258,8 @@ var (
 		c.Timer.Disarm(out)
 		aLastOutcome.Run(c, ev, out)
 	}, "cancel-timer", "commit-results")
-	aSecondAbort = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
+	aSecondAbort = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		setAbort(c, ev) // a second abort may say more (a crash's recovery)
 		c.Timer.Disarm(out)
 		commitResults(c, out)
 	}, "cancel-timer", "commit-results")
@@ -307,8 +322,8 @@ var (
 
 func setAbort(c *Ctx, ev chart.Event) {
 	cause := ev.(Abort).Cause
-	if c.Abort == nil {
-		c.Abort = &cause
+	if c.Abort == nil || cause.Kind == vocab.CancelInterrupted {
+		c.Abort = &cause // a crash's recovery overrides an abort in progress
 	}
 	c.End = &vocab.TurnEnd{Kind: vocab.EndAborted, Cause: c.Abort}
 }
@@ -332,21 +347,19 @@ func scheduleRetry(c *Ctx, err *vocab.Error, jitter float64, out *chart.Out) {
 // commitResults emits the batch's results in the model's order, filling
 // every missing outcome as aborted.
 func commitResults(c *Ctx, out *chart.Out) {
-	res := make([]vocab.ToolResult, len(c.Calls))
 	cause := vocab.CancelCause{Kind: vocab.CancelUser}
 	if c.Abort != nil {
 		cause = *c.Abort
 	}
 	for i, call := range c.Calls {
-		if r := c.Results[i]; r != nil {
-			res[i] = *r
-			continue
+		if c.Results[i] == nil {
+			r := vocab.AbortedResult(call, c.Started[i], cause)
+			c.Results[i] = &r
 		}
-		r := vocab.AbortedResult(call, c.Started[i], cause)
-		c.Results[i] = &r
-		res[i] = r
 	}
-	out.Emit(CommitResults{Results: res})
+	// The results are never changed in place (a step's batch is dropped
+	// whole at the next step), so the effect shares them.
+	out.Emit(CommitResults{Results: slices.Clip(c.Results)})
 }
 
 // Definition is the turn machine: the single source of its stateless

@@ -108,7 +108,7 @@ func event(line string) (chart.Event, error) {
 		if finish == "" {
 			finish = vocab.FinishStop
 		}
-		return turn.ModelDone{Reply: msg, Finish: finish, Usage: vocab.Usage{InputTokens: in, OutputTokens: out}}, nil
+		return turn.ModelDone{Reply: &msg, Finish: finish, Usage: vocab.Usage{InputTokens: in, OutputTokens: out}}, nil
 	case turn.TrModelFailed:
 		var e *vocab.Error
 		var ra time.Duration
@@ -135,7 +135,7 @@ func event(line string) (chart.Event, error) {
 	case turn.TrToolStarted:
 		return turn.ToolStarted{CallID: a["id"]}, nil
 	case turn.TrToolOutcome:
-		return turn.ToolOutcome{Result: vocab.ToolResult{CallID: a["id"], Content: a["content"], IsError: a.Bool("error"), Started: true,
+		return turn.ToolOutcome{Result: &vocab.ToolResult{CallID: a["id"], Content: a["content"], IsError: a.Bool("error"), Started: true,
 			StopTurn: a.Bool("stop"), StopReason: a["reason"]}}, nil
 	case turn.TrDrained:
 		n, err := a.Int("messages", 0)

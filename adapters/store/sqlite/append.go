@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -50,6 +51,11 @@ func (s *Store) Append(ctx context.Context, session vocab.ID, claim store.Claim,
 			payload = unsafe.String(unsafe.SliceData(rec.Payload), len(rec.Payload))
 		}
 		r.rows[i] = row{seq: e.Seq, at: at, kind: string(e.Kind), turn: e.Turn, step: e.Step, v: rec.V, payload: payload}
+		if k := slices.IndexFunc(r.latest, func(k kindSeq) bool { return k.kind == string(e.Kind) }); k >= 0 {
+			r.latest[k].seq = e.Seq
+		} else {
+			r.latest = append(r.latest, kindSeq{kind: string(e.Kind), seq: e.Seq})
+		}
 		if e.Kind == vocab.EventStatus {
 			if st, ok := statusOf(e.Payload, rec.Payload); ok {
 				r.status = &st

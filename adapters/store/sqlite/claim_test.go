@@ -178,6 +178,9 @@ func TestChild(t *testing.T) {
 		}
 		armed.Store(true)
 		err := st.Append(ctx, sessA, c, evs[4:10])
+		if err == nil && point == "checkpoint" {
+			wait() // the writer checkpoints after it told the appender
+		}
 		fail(fmt.Errorf("the failpoint was not reached: %v", err))
 	}
 	wait()

@@ -357,3 +357,28 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestVerifyLatest changes the table latest behind the store's back:
+// Verify names the session.
+func TestVerifyLatest(t *testing.T) {
+	for _, change := range []string{
+		"UPDATE latest SET seq = 5 WHERE session = ?1 AND kind = 'turn/end'",
+		"DELETE FROM latest WHERE session = ?1 AND kind = 'usage'",
+		"INSERT INTO latest VALUES (?1, 'no/such-kind', 3)",
+		"DELETE FROM sessions WHERE session = ?1",
+	} {
+		path := filepath.Join(t.TempDir(), "loop.db")
+		filled(t, path, 100)
+		db := rawDB(t, path)
+		if _, err := db.Exec(change, string(sessA)); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		st := open(t, path, Options{})
+		err := st.Verify(context.Background())
+		if !errors.Is(err, store.ErrLoad) || !strings.Contains(err.Error(), string(sessA)) {
+			t.Errorf("Verify after %q: %v", change, err)
+		}
+		st.Close()
+	}
+}

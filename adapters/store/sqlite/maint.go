@@ -16,8 +16,10 @@ import (
 )
 
 // Verify checks the whole file: SQLite's PRAGMA integrity_check (which
-// Open never runs: it reads every page), the foreign keys, and that every
-// session's head is its number of events. Damage is store.ErrLoad naming
+// Open never runs: it reads every page), that no event belongs to a
+// session the table sessions does not list, that every
+// session's head is its number of events, and that the table latest
+// matches the events. Damage is store.ErrLoad naming
 // the file, and the sessions when it can.
 func (s *Store) Verify(ctx context.Context) error {
 	if err := s.usable(ctx, "verify"); err != nil {
@@ -30,12 +32,14 @@ func (s *Store) Verify(ctx context.Context) error {
 	if len(problems) != 1 || problems[0] != "ok" {
 		return vocab.Errorf(vocab.CodeLoadFailed, "sqlite store: verify: %s is damaged: %s", s.path, strings.Join(problems, "; "))
 	}
-	orphans, err := s.strings(ctx, "SELECT DISTINCT \"table\" || ' ' || rowid FROM pragma_foreign_key_check LIMIT 10")
+	orphans, err := s.strings(ctx, `SELECT DISTINCT session FROM (
+		  SELECT session FROM events WHERE session NOT IN (SELECT session FROM sessions)
+		  UNION ALL SELECT session FROM latest WHERE session NOT IN (SELECT session FROM sessions)) LIMIT 10`)
 	if err != nil {
 		return s.loadErr(ctx, "verify", "", err)
 	}
 	if len(orphans) > 0 {
-		return vocab.Errorf(vocab.CodeLoadFailed, "sqlite store: verify: %s has events of no session: %s", s.path, strings.Join(orphans, ", "))
+		return vocab.Errorf(vocab.CodeLoadFailed, "sqlite store: verify: %s has events of sessions it does not list: %s", s.path, strings.Join(orphans, ", "))
 	}
 	bad, err := s.strings(ctx, `SELECT s.session || ' (head ' || s.head || ', ' || count(e.seq) || ' events up to ' || coalesce(max(e.seq), 0) || ')'
 		FROM sessions s LEFT JOIN events e ON e.session = s.session
@@ -45,6 +49,16 @@ func (s *Store) Verify(ctx context.Context) error {
 	}
 	if len(bad) > 0 {
 		return vocab.Errorf(vocab.CodeLoadFailed, "sqlite store: verify: %s: sessions whose events do not match their heads: %s", s.path, strings.Join(bad, ", "))
+	}
+	bad, err = s.strings(ctx, `WITH kinds AS (SELECT session, kind, max(seq) AS seq FROM events GROUP BY session, kind),
+		     missing AS (SELECT session, kind, seq FROM kinds EXCEPT SELECT session, kind, seq FROM latest),
+		     extra AS (SELECT session, kind, seq FROM latest EXCEPT SELECT session, kind, seq FROM kinds)
+		SELECT DISTINCT session || ' (' || kind || ')' FROM (SELECT * FROM missing UNION ALL SELECT * FROM extra) LIMIT 10`)
+	if err != nil {
+		return s.loadErr(ctx, "verify", "", err)
+	}
+	if len(bad) > 0 {
+		return vocab.Errorf(vocab.CodeLoadFailed, "sqlite store: verify: %s: sessions whose table latest does not match their events: %s", s.path, strings.Join(bad, ", "))
 	}
 	return nil
 }
@@ -119,8 +133,10 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Time) (int, error) {
 							continue
 						}
 					}
-					if err := w.exec(ctx, "DELETE FROM sessions WHERE session = ?", id); err != nil {
-						return err
+					for _, table := range []string{"events", "latest", "sessions"} {
+						if err := w.exec(ctx, "DELETE FROM "+table+" WHERE session = ?", id); err != nil {
+							return err
+						}
 					}
 					delete(w.cache, vocab.ID(id))
 					n++

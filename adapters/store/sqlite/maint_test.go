@@ -78,7 +78,7 @@ func TestAuditSQL(t *testing.T) {
 	if types != "text" {
 		t.Fatalf("payloads are stored as %s, want text", types)
 	}
-	rows, err = st.db.Query("explain query plan select max(seq) from events where session = ? and kind = ?", "x", "y")
+	rows, err = st.db.Query("explain query plan select seq from latest where session = ? and kind = ?", "x", "y")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +90,13 @@ func TestAuditSQL(t *testing.T) {
 		plan = append(plan, detail)
 	}
 	rows.Close()
-	if !strings.Contains(strings.Join(plan, "\n"), "events_kind") {
-		t.Fatalf("Latest's query plan does not use events_kind: %s", plan)
+	if !strings.Contains(strings.Join(plan, "\n"), "PRIMARY KEY (session=? AND kind=?)") {
+		t.Fatalf("Latest's query plan is not a lookup by key: %s", plan)
+	}
+	var kinds int
+	st.db.QueryRow("select count(*) from latest where session = ?", string(sessA)).Scan(&kinds)
+	if kinds != 11 {
+		t.Fatalf("latest holds %d kinds of a session that logged 11", kinds)
 	}
 }
 
@@ -213,7 +218,8 @@ func TestPrune(t *testing.T) {
 		}
 	}
 	var orphans, free, pagesAfter int
-	st.db.QueryRow("SELECT count(*) FROM events WHERE session NOT IN (SELECT session FROM sessions)").Scan(&orphans)
+	st.db.QueryRow(`SELECT (SELECT count(*) FROM events WHERE session NOT IN (SELECT session FROM sessions))
+		+ (SELECT count(*) FROM latest WHERE session NOT IN (SELECT session FROM sessions))`).Scan(&orphans)
 	st.db.QueryRow("PRAGMA freelist_count").Scan(&free)
 	st.db.QueryRow("PRAGMA page_count").Scan(&pagesAfter)
 	if orphans != 0 || free != 0 || pagesAfter >= pagesBefore {

@@ -14,7 +14,7 @@ import (
 const pageSize = 512
 
 // Read implements store.Store. It reads the session's head, then pages
-// through its events in queries of pageSize events, each its own short
+// through its events in queries of 512 events, each its own short
 // read transaction: no transaction stays open while the caller holds a
 // record, so a slow reader never keeps the log from being checkpointed.
 // A yielded Record's Payload is reused by the next page: copy it to keep
@@ -114,8 +114,8 @@ func (p *page) load(ctx context.Context, s *Store, session vocab.ID, from, head 
 	return rows.Close()
 }
 
-// Latest implements store.Store, through the index events_kind. A missing
-// session is store.ErrNoSession.
+// Latest implements store.Store: one lookup in the table latest. A
+// missing session is store.ErrNoSession.
 func (s *Store) Latest(ctx context.Context, session vocab.ID, kind vocab.EventKind) (uint64, error) {
 	if err := s.usable(ctx, "latest"); err != nil {
 		return 0, err

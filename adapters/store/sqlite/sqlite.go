@@ -233,7 +233,7 @@ func (s *Store) start(ctx context.Context) (*writer, error) {
 		`SELECT seq, at, kind, turn, step, v, payload FROM events
 		  WHERE session = ? AND seq >= ? AND seq <= ? ORDER BY seq LIMIT ?`: &s.readPage,
 		`SELECT head FROM sessions WHERE session = ?`: &s.readHead,
-		`SELECT (SELECT max(seq) FROM events WHERE session = ?1 AND kind = ?2),
+		`SELECT (SELECT seq FROM latest WHERE session = ?1 AND kind = ?2),
 		        EXISTS (SELECT 1 FROM sessions WHERE session = ?1)`: &s.latest,
 	} {
 		if *st, err = s.db.PrepareContext(ctx, q); err != nil {
@@ -335,7 +335,7 @@ CREATE TABLE sessions (
   status  TEXT NOT NULL      -- the last agent/status logged, '' when none
 ) WITHOUT ROWID;
 CREATE TABLE events (
-  session TEXT NOT NULL REFERENCES sessions ON DELETE CASCADE,
+  session TEXT NOT NULL,     -- a session of the table sessions
   seq     INTEGER NOT NULL,  -- 1, 2, 3 ... with no gap
   at      INTEGER,           -- unix nanos, NULL for the zero time
   kind    TEXT NOT NULL,     -- e.g. 'turn/end', 'input/submit'
@@ -345,7 +345,12 @@ CREATE TABLE events (
   payload TEXT,              -- the payload's JSON, NULL when none
   PRIMARY KEY (session, seq)
 ) WITHOUT ROWID;
-CREATE INDEX events_kind ON events (session, kind, seq);
+CREATE TABLE latest (
+  session TEXT NOT NULL,     -- a session of the table sessions
+  kind    TEXT NOT NULL,     -- an event kind the session logged
+  seq     INTEGER NOT NULL,  -- the seq of its last event of that kind
+  PRIMARY KEY (session, kind)
+) WITHOUT ROWID;
 INSERT INTO loopchart_schema (version) VALUES (0);`,
 }
 

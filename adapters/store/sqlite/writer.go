@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -24,6 +25,8 @@ type request struct {
 	// status is the status of the batch's last agent/status event, nil
 	// when it has none.
 	status *string
+	// latest holds the batch's kinds, each with its last sequence number.
+	latest []kindSeq
 	op     func(w *writer) error
 	// done receives the outcome.
 	done chan error
@@ -36,6 +39,12 @@ type row struct {
 	kind          string
 	turn, step, v int
 	payload       any // string, or nil
+}
+
+// kindSeq is a row of the latest table.
+type kindSeq struct {
+	kind string
+	seq  uint64
 }
 
 // maxRows is the largest multi-row insert the writer prepares; a longer
@@ -53,8 +62,8 @@ type sessState struct {
 type writer struct {
 	s    *Store
 	conn *sql.Conn
-	// ins[n-1] inserts n events.
-	ins                 [maxRows]*sql.Stmt
+	// ins[n-1] inserts n events; upsert[n-1] sets n rows of latest.
+	ins, upsert         [maxRows]*sql.Stmt
 	update, load, dataV *sql.Stmt
 	// The statements of every transaction and savepoint, prepared once.
 	begin_, commit_, savepoint, release, rollbackTo *sql.Stmt
@@ -64,9 +73,12 @@ type writer struct {
 	cache       map[vocab.ID]*sessState
 	dataVersion int64
 	// held is an append taken from the queue that did not fit in the last
-	// batch.
-	held      *request
+	// transaction; op is an op taken while appends were being written;
+	// closing says the queue is closed.
+	held, op  *request
+	closing   bool
 	batch     []*request
+	errs      []error
 	args      []any
 	sinceCkpt int
 }
@@ -85,8 +97,10 @@ func newWriter(ctx context.Context, s *Store, conn *sql.Conn) (*writer, error) {
 	for n := 1; n <= maxRows; n++ {
 		w.ins[n-1] = prep("INSERT INTO events (session, seq, at, kind, turn, step, v, payload) VALUES " +
 			strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", n-1) + "(?, ?, ?, ?, ?, ?, ?, ?)")
+		w.upsert[n-1] = prep("INSERT INTO latest (session, kind, seq) VALUES " +
+			strings.Repeat("(?, ?, ?), ", n-1) + "(?, ?, ?) ON CONFLICT (session, kind) DO UPDATE SET seq = excluded.seq")
 	}
-	w.update = prep(`UPDATE sessions SET head = ?1, updated = ?2, status = coalesce(?3, status),
+	w.update = prep(`UPDATE sessions SET head = ?1, updated = coalesce(?2, updated), status = coalesce(?3, status),
 		created = CASE WHEN head = 0 THEN ?4 ELSE created END WHERE session = ?5`)
 	w.load = prep("SELECT head, epoch, run, holder FROM sessions WHERE session = ?")
 	w.dataV = prep("PRAGMA data_version")
@@ -104,7 +118,7 @@ func newWriter(ctx context.Context, s *Store, conn *sql.Conn) (*writer, error) {
 
 // closeStmts closes the prepared statements.
 func (w *writer) closeStmts() {
-	for _, st := range append(w.ins[:], w.update, w.load, w.dataV, w.begin_, w.commit_, w.savepoint, w.release, w.rollbackTo) {
+	for _, st := range append(append(w.ins[:], w.upsert[:]...), w.update, w.load, w.dataV, w.begin_, w.commit_, w.savepoint, w.release, w.rollbackTo) {
 		if st != nil {
 			st.Close()
 		}
@@ -112,62 +126,58 @@ func (w *writer) closeStmts() {
 }
 
 // run is the writer goroutine: it takes requests until the queue is
-// closed, batching consecutive appends into one transaction.
+// closed. An append starts a transaction that takes in every append
+// queued meanwhile (see commit); an op runs alone.
 func (w *writer) run() {
 	defer close(w.s.done)
 	for {
 		r := w.held
 		w.held = nil
-		if r == nil {
+		if r == nil && !w.closing {
 			var ok bool
 			if r, ok = <-w.s.reqs; !ok {
-				w.shutdown()
-				return
+				w.closing = true
 			}
 		}
-		if r.op != nil {
-			r.done <- r.op(w)
-			continue
-		}
-		// Group commit: take every append already waiting, up to MaxBatch
-		// events. The appends that arrive while this one commits form the
-		// next batch.
-		batch := append(w.batch[:0], r)
-		n := len(r.rows)
-		var op *request
-		closed := false
-	fill:
-		for n < w.s.opts.MaxBatch {
-			select {
-			case r, ok := <-w.s.reqs:
-				switch {
-				case !ok:
-					closed = true
-					break fill
-				case r.op != nil:
-					op = r
-					break fill
-				case n+len(r.rows) > w.s.opts.MaxBatch:
-					w.held = r
-					break fill
-				}
-				batch = append(batch, r)
-				n += len(r.rows)
-			default:
-				break fill
-			}
-		}
-		w.commit(batch)
-		clear(batch)
-		w.batch = batch[:0]
-		if op != nil {
-			op.done <- op.op(w)
-		}
-		if closed {
+		switch {
+		case r == nil:
 			w.shutdown()
 			return
+		case r.op != nil:
+			r.done <- r.op(w)
+		default:
+			w.commit(r)
+			if op := w.op; op != nil {
+				w.op = nil
+				op.done <- op.op(w)
+			}
 		}
 	}
+}
+
+// take returns the next queued append without waiting, or nil when there
+// is none, when the transaction holds n events and the append would take
+// it past MaxBatch (it is held for the next one), or when an op or the
+// queue's end comes first (they wait for the transaction's end).
+func (w *writer) take(n int) *request {
+	if w.held != nil || w.op != nil || w.closing {
+		return nil
+	}
+	select {
+	case r, ok := <-w.s.reqs:
+		switch {
+		case !ok:
+			w.closing = true
+		case r.op != nil:
+			w.op = r
+		case n+len(r.rows) > w.s.opts.MaxBatch:
+			w.held = r
+		default:
+			return r
+		}
+	default:
+	}
+	return nil
 }
 
 // exec runs a statement on the writer's connection.
@@ -226,51 +236,71 @@ func (w *writer) appendFailed(session vocab.ID, err error) error {
 	return vocab.Errorf(vocab.CodeAppendFailed, "sqlite store: append to %s in %s: %w", session, w.s.path, err)
 }
 
-// commit writes the appends of batch in one transaction and tells each
-// its outcome.
-func (w *writer) commit(batch []*request) {
+// commit writes first and every append queued meanwhile in one
+// transaction, and tells each its outcome. Appends that arrive while the
+// transaction is being written join it until the queue is empty (or the
+// transaction holds MaxBatch events), then it commits: the appends that
+// arrive during the commit form the next one.
+func (w *writer) commit(first *request) {
 	ctx := context.Background()
-	live := 0
-	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.done <- fmt.Errorf("sqlite store: append to %s: %w", r.session, context.Cause(r.ctx))
-			continue
+	batch, errs := w.batch[:0], w.errs[:0]
+	defer func() {
+		clear(batch)
+		w.batch, w.errs = batch[:0], errs[:0]
+	}()
+	tell := func() {
+		for i, r := range batch {
+			r.done <- errs[i]
 		}
-		batch[live] = r
-		live++
-	}
-	batch = batch[:live]
-	if live == 0 {
-		return
 	}
 	failAll := func(err error) {
-		for _, r := range batch {
-			r.done <- w.appendFailed(r.session, err)
+		for i, r := range batch {
+			if errs[i] == nil {
+				errs[i] = w.appendFailed(r.session, err)
+			}
 		}
+		tell()
 	}
+	batch, errs = append(batch, first), append(errs, nil)
 	if err := w.begin(ctx); err != nil {
 		failAll(err)
 		return
 	}
-	errs := make([]error, len(batch))
-	written := 0
-	for i, r := range batch {
+	n, written := 0, 0
+	for i := 0; ; i++ {
+		r := batch[i]
 		if i > 0 {
 			w.s.opts.Failpoint("mid-batch")
 		}
-		var fatal error
-		errs[i], fatal = w.appendOne(ctx, r)
-		if fatal != nil {
-			// The transaction cannot go on (SQLite may have rolled it back
-			// whole): nothing of the batch is written.
-			w.s.log.Error("sqlite store: batch aborted", "session", r.session, "err", fatal)
-			w.rollback()
-			failAll(fatal)
-			return
+		if err := r.ctx.Err(); err != nil {
+			errs[i] = fmt.Errorf("sqlite store: append to %s: %w", r.session, context.Cause(r.ctx))
+		} else {
+			var fatal error
+			errs[i], fatal = w.appendOne(ctx, r)
+			if fatal != nil {
+				// The transaction cannot go on (SQLite may have rolled it
+				// back whole): nothing of it is written.
+				w.s.log.Error("sqlite store: transaction aborted", "session", r.session, "err", fatal)
+				w.rollback()
+				failAll(fatal)
+				return
+			}
+			if errs[i] == nil {
+				written += len(r.rows)
+			}
 		}
-		if errs[i] == nil {
-			written += len(r.rows)
+		n += len(r.rows)
+		next := w.take(n)
+		if next == nil {
+			// Let appenders that are runnable (encoding their batch) queue
+			// it before this transaction closes: no timer, one yield.
+			runtime.Gosched()
+			next = w.take(n)
 		}
+		if next == nil {
+			break
+		}
+		batch, errs = append(batch, next), append(errs, nil)
 	}
 	w.s.opts.Failpoint("before-commit")
 	if _, err := w.commit_.ExecContext(ctx); err != nil {
@@ -278,21 +308,14 @@ func (w *writer) commit(batch []*request) {
 		// heads are loaded again from the file.
 		w.s.log.Error("sqlite store: commit failed", "appends", len(batch), "err", err)
 		w.rollback()
-		for i, r := range batch {
-			if errs[i] == nil {
-				errs[i] = w.appendFailed(r.session, err)
-			}
-			r.done <- errs[i]
-		}
+		failAll(err)
 		return
 	}
 	w.s.opts.Failpoint("after-commit")
 	w.s.stats.commits.Add(1)
 	w.s.stats.events.Add(int64(written))
 	w.s.stats.appends.Add(int64(len(batch)))
-	for i, r := range batch {
-		r.done <- errs[i]
-	}
+	tell()
 	if w.sinceCkpt++; w.sinceCkpt >= w.s.opts.CheckpointEvery {
 		w.checkpoint(ctx, "PASSIVE")
 	}
@@ -335,7 +358,8 @@ func (w *writer) appendOne(ctx context.Context, r *request) (err, fatal error) {
 	return nil, nil
 }
 
-// write inserts the rows of r and moves its session's head.
+// write inserts the rows of r, records their kinds in latest and moves
+// the session's head.
 func (w *writer) write(ctx context.Context, r *request) error {
 	for rows := r.rows; len(rows) > 0; {
 		n := min(len(rows), maxRows)
@@ -350,6 +374,20 @@ func (w *writer) write(ctx context.Context, r *request) error {
 			return err
 		}
 		rows = rows[n:]
+	}
+	for ks := r.latest; len(ks) > 0; {
+		n := min(len(ks), maxRows)
+		args := w.args[:0]
+		for _, k := range ks[:n] {
+			args = append(args, string(r.session), k.kind, int64(k.seq))
+		}
+		w.args = args
+		_, err := w.upsert[n-1].ExecContext(ctx, args...)
+		clear(args)
+		if err != nil {
+			return err
+		}
+		ks = ks[n:]
 	}
 	first, last := r.rows[0], r.rows[len(r.rows)-1]
 	var status any
