@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopchart/loopchart/adapters/clock"
+	"github.com/loopchart/loopchart/adapters/llm/scripted"
 	"github.com/loopchart/loopchart/adapters/store"
 	"github.com/loopchart/loopchart/adapters/store/sqlite"
+	"github.com/loopchart/loopchart/agentsvc"
 	"github.com/loopchart/loopchart/machines/session"
 	"github.com/loopchart/loopchart/vocab"
 )
@@ -160,4 +163,31 @@ func BenchmarkFold(b *testing.B) {
 		}
 		b.ReportMetric(float64(head)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 	})
+}
+
+// BenchmarkReopen opens a 10,000-event session (no snapshot: every input
+// replayed) the way an application does after a restart: claim, fold,
+// recover, and the open input made durable (synchronous=FULL). Each
+// iteration takes the session over from the previous one.
+func BenchmarkReopen(b *testing.B) {
+	st := openSQLite(b, "FULL")
+	synth(b, st, "s10k", 10_000, 0)
+	s, err := scripted.Parse([]byte(`{"steps": [{"parts": [{"text": "x"}]}]}`), "reopen")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := agentsvc.Open(ctx, st, "s10k", agentsvc.Options{Provider: scripted.New(s, clock.Real()), Model: "m",
+			Tools: []vocab.Tool{echoTool{}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+type echoTool struct{}
+
+func (echoTool) Spec() vocab.ToolSpec { return vocab.ToolSpec{Name: "echo"} }
+func (echoTool) Run(_ context.Context, call vocab.ToolCall, _ func(string)) (vocab.ToolResult, error) {
+	return vocab.ToolResult{Content: string(call.Args)}, nil
 }
