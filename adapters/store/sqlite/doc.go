@@ -71,11 +71,11 @@
 //
 // Every write of a Store goes through one goroutine that owns one
 // connection. An Append encodes its events in the caller's goroutine and
-// queues them; the writer starts a transaction with the first append
-// queued and takes in every append that is queued while it writes (up to
-// Options.MaxBatch events), then commits: appends of all sessions share
-// one fsync, and the appends that arrive during that fsync form the next
-// transaction. Each append is checked (its claim, its first sequence
+// queues them; the writer writes every append queued (up to
+// Options.MaxBatch events) in one transaction: appends of all sessions
+// share one commit and its fsync, and the appends that arrive while it is
+// written and synced form the next transaction. The writer never waits on
+// a timer. Each append is checked (its claim, its first sequence
 // number) against the heads and epochs the writer keeps in memory, which
 // it loads again whenever another connection changed the file (PRAGMA
 // data_version), and is written under its own SAVEPOINT: a failing

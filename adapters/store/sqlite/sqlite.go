@@ -459,10 +459,14 @@ func (s *Store) Close() error {
 	errs = append(errs, s.db.Close())
 	// Remove the lock file while it is locked: a Claim that opened it
 	// before may lock it after, and rightly finds this holder gone.
-	if err := os.Remove(s.lock.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		errs = append(errs, err)
-	}
+	rmErr := os.Remove(s.lock.Name())
 	errs = append(errs, s.lock.Close())
+	if rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+		// Where an open file cannot be removed, remove it closed.
+		if rmErr = os.Remove(s.lock.Name()); !errors.Is(rmErr, fs.ErrNotExist) {
+			errs = append(errs, rmErr)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return vocab.Errorf(vocab.CodeInternal, "sqlite store: close %s: %w", s.path, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"time"
 
@@ -66,14 +65,14 @@ type writer struct {
 	ins, upsert         [maxRows]*sql.Stmt
 	update, load, dataV *sql.Stmt
 	// The statements of every transaction and savepoint, prepared once.
-	begin_, commit_, savepoint, release, rollbackTo *sql.Stmt
+	beginTx, commitTx, savepoint, release, rollbackTo *sql.Stmt
 	// cache holds the sessions this writer has checked, valid while
 	// dataVersion is the file's PRAGMA data_version (no other connection
 	// has committed since).
 	cache       map[vocab.ID]*sessState
 	dataVersion int64
 	// held is an append taken from the queue that did not fit in the last
-	// transaction; op is an op taken while appends were being written;
+	// transaction; op is an op taken from the queue behind appends;
 	// closing says the queue is closed.
 	held, op  *request
 	closing   bool
@@ -104,8 +103,8 @@ func newWriter(ctx context.Context, s *Store, conn *sql.Conn) (*writer, error) {
 		created = CASE WHEN head = 0 THEN ?4 ELSE created END WHERE session = ?5`)
 	w.load = prep("SELECT head, epoch, run, holder FROM sessions WHERE session = ?")
 	w.dataV = prep("PRAGMA data_version")
-	w.begin_ = prep("BEGIN IMMEDIATE")
-	w.commit_ = prep("COMMIT")
+	w.beginTx = prep("BEGIN IMMEDIATE")
+	w.commitTx = prep("COMMIT")
 	w.savepoint = prep("SAVEPOINT append")
 	w.release = prep("RELEASE append")
 	w.rollbackTo = prep("ROLLBACK TO append")
@@ -118,7 +117,7 @@ func newWriter(ctx context.Context, s *Store, conn *sql.Conn) (*writer, error) {
 
 // closeStmts closes the prepared statements.
 func (w *writer) closeStmts() {
-	for _, st := range append(append(w.ins[:], w.upsert[:]...), w.update, w.load, w.dataV, w.begin_, w.commit_, w.savepoint, w.release, w.rollbackTo) {
+	for _, st := range append(append(w.ins[:], w.upsert[:]...), w.update, w.load, w.dataV, w.beginTx, w.commitTx, w.savepoint, w.release, w.rollbackTo) {
 		if st != nil {
 			st.Close()
 		}
@@ -127,7 +126,7 @@ func (w *writer) closeStmts() {
 
 // run is the writer goroutine: it takes requests until the queue is
 // closed. An append starts a transaction that takes in every append
-// queued meanwhile (see commit); an op runs alone.
+// queued behind it (see commit); an op runs alone.
 func (w *writer) run() {
 	defer close(w.s.done)
 	for {
@@ -189,7 +188,7 @@ func (w *writer) exec(ctx context.Context, q string, args ...any) error {
 // begin starts a write transaction and drops the cache when another
 // connection has committed since the writer last looked.
 func (w *writer) begin(ctx context.Context) error {
-	if _, err := w.begin_.ExecContext(ctx); err != nil {
+	if _, err := w.beginTx.ExecContext(ctx); err != nil {
 		return err
 	}
 	var v int64
@@ -236,11 +235,15 @@ func (w *writer) appendFailed(session vocab.ID, err error) error {
 	return vocab.Errorf(vocab.CodeAppendFailed, "sqlite store: append to %s in %s: %w", session, w.s.path, err)
 }
 
-// commit writes first and every append queued meanwhile in one
-// transaction, and tells each its outcome. Appends that arrive while the
-// transaction is being written join it until the queue is empty (or the
-// transaction holds MaxBatch events), then it commits: the appends that
-// arrive during the commit form the next one.
+// commit writes first and every append queued behind it (up to MaxBatch
+// events) in one transaction, and tells each its outcome. The appends
+// that arrive while it is written and committed form the next one: with
+// every session waiting on its append, the sessions split into two groups
+// that take turns, each commit holding about half of them. (Taking in
+// appends that arrive while the transaction is written makes commits
+// larger but no faster, and makes the first appends of a commit wait for
+// the last: measured, p99 latency went from under 3 to about 4 times the
+// mean.)
 func (w *writer) commit(first *request) {
 	ctx := context.Background()
 	batch, errs := w.batch[:0], w.errs[:0]
@@ -262,13 +265,20 @@ func (w *writer) commit(first *request) {
 		tell()
 	}
 	batch, errs = append(batch, first), append(errs, nil)
+	for n := len(first.rows); ; {
+		r := w.take(n)
+		if r == nil {
+			break
+		}
+		batch, errs = append(batch, r), append(errs, nil)
+		n += len(r.rows)
+	}
 	if err := w.begin(ctx); err != nil {
 		failAll(err)
 		return
 	}
-	n, written := 0, 0
-	for i := 0; ; i++ {
-		r := batch[i]
+	written := 0
+	for i, r := range batch {
 		if i > 0 {
 			w.s.opts.Failpoint("mid-batch")
 		}
@@ -289,21 +299,9 @@ func (w *writer) commit(first *request) {
 				written += len(r.rows)
 			}
 		}
-		n += len(r.rows)
-		next := w.take(n)
-		if next == nil {
-			// Let appenders that are runnable (encoding their batch) queue
-			// it before this transaction closes: no timer, one yield.
-			runtime.Gosched()
-			next = w.take(n)
-		}
-		if next == nil {
-			break
-		}
-		batch, errs = append(batch, next), append(errs, nil)
 	}
 	w.s.opts.Failpoint("before-commit")
-	if _, err := w.commit_.ExecContext(ctx); err != nil {
+	if _, err := w.commitTx.ExecContext(ctx); err != nil {
 		// Not retried: every append of the transaction fails, and the
 		// heads are loaded again from the file.
 		w.s.log.Error("sqlite store: commit failed", "appends", len(batch), "err", err)
@@ -448,7 +446,7 @@ func (w *writer) tx(ctx context.Context, f func() error) error {
 		w.rollback()
 		return err
 	}
-	if _, err := w.commit_.ExecContext(ctx); err != nil {
+	if _, err := w.commitTx.ExecContext(ctx); err != nil {
 		w.rollback()
 		return err
 	}
