@@ -69,10 +69,11 @@ type Info struct {
 type Record struct {
 	Session vocab.ID
 	Seq     uint64
-	At      time.Time
-	Kind    vocab.EventKind
-	Turn    int
-	Step    int
+	// At is the event's time, in UTC.
+	At   time.Time
+	Kind vocab.EventKind
+	Turn int
+	Step int
 	// V is the envelope's schema version (SchemaVersion when written by
 	// this version).
 	V int
@@ -120,17 +121,22 @@ type Store interface {
 	// (its epoch one above the previous) and the session's head sequence.
 	// With create, a session that does not exist is created empty (head
 	// 0); without it, a missing session is ErrNoSession. A session held by
-	// a live writer of another process is ErrClaimed. A claim taken over
-	// from a writer of this process makes that writer's later appends fail
-	// with ErrClaimLost.
+	// a live writer through another Store value (another process, or
+	// another Open of the same file) is ErrClaimed; one whose holder died
+	// is taken over. A claim taken over from a writer of this Store makes
+	// that writer's later appends fail with ErrClaimLost.
 	Claim(ctx context.Context, session, run vocab.ID, create bool) (Claim, uint64, error)
 	// Append adds batch (the events of one Ready, gapless, starting at the
 	// session's head + 1) to session under claim, and returns once the
 	// batch is durable (the store's durability setting decides what that
 	// means). A wrong first sequence or a gap inside the batch is
 	// ErrSequence, a stale or released claim ErrClaimLost, an event of
-	// another session an error; each leaves the log unchanged. An empty
-	// batch appends nothing. Append does not retain batch.
+	// another session an error; each leaves the log unchanged. A failure
+	// of the storage itself (I/O, a failed commit) is vocab.CodeAppendFailed
+	// and is not retried. When ctx ends before the append is done, Append
+	// returns ctx's cause and the batch may still be committed: read the
+	// head to know. An empty batch appends nothing. Append does not retain
+	// batch.
 	Append(ctx context.Context, session vocab.ID, claim Claim, batch []vocab.Event) error
 	// Read yields session's records with sequence number >= from (0 means
 	// 1), in order, up to the head when the read starts. A failure ends the

@@ -20,30 +20,55 @@ import (
 // with Synchronous "FULL"). When ctx ends first, Append returns its error
 // at once, and the append may still be committed: read the head to know.
 func (s *Store) Append(ctx context.Context, session vocab.ID, claim store.Claim, batch []vocab.Event) error {
+	return s.AppendAsync(ctx, session, claim, batch)(ctx)
+}
+
+// AppendAsync implements store.AsyncAppender: it checks, encodes and
+// queues batch as Append does, and returns at once; wait returns what
+// Append would have (when its context ends first, the batch may still be
+// committed). Appends are committed in the order they were queued.
+func (s *Store) AppendAsync(ctx context.Context, session vocab.ID, claim store.Claim, batch []vocab.Event) (wait func(context.Context) error) {
+	r, err := s.queue(ctx, session, claim, batch)
+	if err != nil || r == nil {
+		return func(context.Context) error { return err }
+	}
+	return func(ctx context.Context) error {
+		select {
+		case err := <-r.done:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("sqlite store: append to %s: %w (the batch may still be committed)", session, context.Cause(ctx))
+		}
+	}
+}
+
+// queue checks, encodes and queues batch for the writer (nil for an
+// empty batch).
+func (s *Store) queue(ctx context.Context, session vocab.ID, claim store.Claim, batch []vocab.Event) (*request, error) {
 	if err := s.usable(ctx, "append"); err != nil {
-		return err
+		return nil, err
 	}
 	if len(batch) == 0 {
-		return nil
+		return nil, nil
 	}
 	r := &request{ctx: ctx, session: session, claim: claim, rows: make([]row, len(batch)), done: make(chan error, 1)}
 	for i, e := range batch {
 		if e.Session != session {
-			return vocab.Errorf(vocab.CodeBadInput, "sqlite store: append to %s: event %d belongs to session %q", session, e.Seq, e.Session)
+			return nil, vocab.Errorf(vocab.CodeBadInput, "sqlite store: append to %s: event %d belongs to session %q", session, e.Seq, e.Session)
 		}
 		if i > 0 && e.Seq != batch[0].Seq+uint64(i) {
-			return vocab.Errorf(vocab.CodeSequence, "sqlite store: append to %s: event %d of the batch has sequence %d, want %d", session, i, e.Seq, batch[0].Seq+uint64(i))
+			return nil, vocab.Errorf(vocab.CodeSequence, "sqlite store: append to %s: event %d of the batch has sequence %d, want %d", session, i, e.Seq, batch[0].Seq+uint64(i))
 		}
 		if e.Seq > math.MaxInt64 {
-			return vocab.Errorf(vocab.CodeSequence, "sqlite store: append to %s: sequence %d is out of range", session, e.Seq)
+			return nil, vocab.Errorf(vocab.CodeSequence, "sqlite store: append to %s: sequence %d is out of range", session, e.Seq)
 		}
 		rec, err := store.RecordOf(e)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		at, err := nanos(e.At)
 		if err != nil {
-			return vocab.Errorf(vocab.CodeBadInput, "sqlite store: append to %s: event %d: %w", session, e.Seq, err)
+			return nil, vocab.Errorf(vocab.CodeBadInput, "sqlite store: append to %s: event %d: %w", session, e.Seq, err)
 		}
 		var payload any
 		if rec.Payload != nil {
@@ -63,14 +88,9 @@ func (s *Store) Append(ctx context.Context, session vocab.ID, claim store.Claim,
 		}
 	}
 	if err := s.submit(r, "append"); err != nil {
-		return err
+		return nil, err
 	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("sqlite store: append to %s: %w (the batch may still be committed)", session, context.Cause(ctx))
-	}
+	return r, nil
 }
 
 // statusOf returns the status an agent/status payload sets.
