@@ -1,0 +1,6 @@
+//go:build race
+
+package crashtest
+
+// raceEnabled: this test binary was built with -race (the child never is).
+const raceEnabled = true
