@@ -249,7 +249,7 @@ type UsagePayload struct {
 type InboxPayload struct {
 	Target   string    `json:"target"`
 	Op       string    `json:"op"`
-	Start    int       `json:"start"`
+	Start    int       `json:"start,omitempty"`
 	Removed  int       `json:"removed,omitempty"`
 	Messages []Message `json:"messages,omitempty"`
 	Outcome  string    `json:"outcome,omitempty"`

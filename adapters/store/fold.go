@@ -55,14 +55,23 @@ func Fold(ctx context.Context, st Store, id vocab.ID) (*Folded, error) {
 // inputs derives.
 type Divergence struct {
 	Seq      uint64
-	Expected vocab.Event // as logged
-	Got      vocab.Event // as derived; zero when the replay derived nothing
-	Diff     string
+	Expected vocab.Event // as logged (zero when the log ends first)
+	Got      vocab.Event // as derived (zero when the replay derived nothing)
+	// Diff compares the two as JSON: the logged payload as stored, the
+	// derived one as this version encodes it (-logged +derived).
+	Diff string
 }
 
 // Error implements error.
 func (d *Divergence) Error() string {
-	return fmt.Sprintf("event %d: the log has %s, the replay derives %s:\n%s", d.Seq, d.Expected.Kind, d.Got.Kind, d.Diff)
+	return fmt.Sprintf("event %d: the log has %s, the replay derives %s:\n%s", d.Seq, kindOr(d.Expected), kindOr(d.Got), d.Diff)
+}
+
+func kindOr(e vocab.Event) string {
+	if e.Kind == "" {
+		return "nothing"
+	}
+	return string(e.Kind)
 }
 
 // Verify replays session's log from its first event on a fresh core and
@@ -141,7 +150,7 @@ func fold(ctx context.Context, st Store, id vocab.ID, verify bool, m *session.Ma
 				}
 			}
 			if verify && len(derived) > 0 {
-				return nil, diverged(id, derived[0].Seq, vocab.Event{}, derived[0])
+				return nil, diverged(id, derived[0].Seq, nil, derived[0])
 			}
 			if core.Seq() != r.Seq-1 {
 				return nil, loadErr(id, r.Seq, fmt.Errorf("replaying the inputs derives %d events before input %d, the log holds %d",
@@ -161,12 +170,10 @@ func fold(ctx context.Context, st Store, id vocab.ID, verify bool, m *session.Ma
 		}
 		if verify {
 			if len(derived) == 0 {
-				got, _ := r.Event()
-				return nil, diverged(id, r.Seq, got, vocab.Event{})
+				return nil, diverged(id, r.Seq, &r, vocab.Event{})
 			}
 			if err := compare(r, derived[0]); err != nil {
-				want, _ := r.Event()
-				return nil, diverged(id, r.Seq, want, derived[0])
+				return nil, diverged(id, r.Seq, &r, derived[0])
 			}
 			derived = derived[1:]
 		}
@@ -183,7 +190,7 @@ func fold(ctx context.Context, st Store, id vocab.ID, verify bool, m *session.Ma
 		return nil, loadErr(id, 1, fmt.Errorf("the session has no events"))
 	}
 	if verify && len(derived) > 0 {
-		return nil, diverged(id, derived[0].Seq, vocab.Event{}, derived[0])
+		return nil, diverged(id, derived[0].Seq, nil, derived[0])
 	}
 	if core.Seq() != next-1 {
 		return nil, loadErr(id, next, fmt.Errorf("replaying the inputs derives %d events, the log holds %d", core.Seq(), next-1))
@@ -256,17 +263,31 @@ func jsonEqual(a, b []byte) bool {
 
 func isNullJSON(b []byte) bool { return len(b) == 0 || string(b) == "null" }
 
-func diverged(id vocab.ID, seq uint64, want, got vocab.Event) error {
-	d := &Divergence{Seq: seq, Expected: want, Got: got, Diff: cmp.Diff(view(want), view(got))}
+// diverged reports the logged record r (nil when the log ended) against
+// the derived event got.
+func diverged(id vocab.ID, seq uint64, r *Record, got vocab.Event) error {
+	d := &Divergence{Seq: seq, Got: got}
+	var logged map[string]any
+	if r != nil {
+		d.Expected, _ = r.Event()
+		var payload any
+		_ = json.Unmarshal(r.Payload, &payload)
+		logged = view(r.Seq, r.Kind, r.Turn, r.Step, r.At, payload)
+	}
+	var derived map[string]any
+	if got.Kind != "" {
+		p, _ := json.Marshal(got.Payload)
+		var payload any
+		_ = json.Unmarshal(p, &payload)
+		derived = view(got.Seq, got.Kind, got.Turn, got.Step, got.At, payload)
+	}
+	d.Diff = cmp.Diff(logged, derived)
 	return vocab.Errorf(vocab.CodeDiverged, "store: session %s: %w", id, d)
 }
 
 // view makes an event comparable field by field, its payload as JSON.
-func view(e vocab.Event) map[string]any {
-	p, _ := json.Marshal(e.Payload)
-	var payload any
-	_ = json.Unmarshal(p, &payload)
-	return map[string]any{"seq": e.Seq, "kind": e.Kind, "turn": e.Turn, "step": e.Step, "at": e.At.Format(time.RFC3339Nano), "payload": payload}
+func view(seq uint64, kind vocab.EventKind, turn, step int, at time.Time, payload any) map[string]any {
+	return map[string]any{"seq": seq, "kind": string(kind), "turn": turn, "step": step, "at": at.UTC().Format(time.RFC3339Nano), "payload": payload}
 }
 
 func loadErr(id vocab.ID, seq uint64, err error) error {

@@ -697,6 +697,9 @@ var Definition = &chart.Def[Ctx]{
 		{From: Aborting, On: TrBackgroundDone, Guard: gKnownBackground, Action: aQueueLate},
 		{From: Aborting, On: TrDrain, Action: aDrainNothing},
 		{From: Aborting, On: TrCancel, Action: aCancelAgain},
+		// A continue while a cancelled turn winds down is a wake that
+		// must wait for it, as in maintenance.
+		{From: Aborting, On: TrContinue, Action: aContinueLate},
 		{From: Aborting, On: TrTimer, Guard: gHardStopTimer, Action: aHardStopTimer},
 		{From: Aborting, On: TrClose, To: Closing, Action: aCloseAborting},
 		// running: both substates.

@@ -34,7 +34,7 @@ type fireReq struct {
 	ev        chart.Event
 	call      *call
 	stopBatch bool
-	cfg       turn.Config
+	cfg       *turn.Config // reqStartTurn only (a pointer keeps every entry small: entries are copied in and out)
 }
 
 func (c *Core) enqueue(r fireReq) { c.m.q = append(c.m.q, r) }
@@ -70,7 +70,7 @@ func (c *Core) run() {
 				continue
 			}
 		case reqStartTurn:
-			c.turn = c.m.newTurn(turn.NewCtx(r.cfg))
+			c.turn = c.m.newTurn(turn.NewCtx(*r.cfg))
 			r.kind = reqTurn
 		case reqNewTool:
 			if !slices.Contains(c.batch, r.call) {
@@ -270,7 +270,7 @@ func (c *Core) beginTurn(f agent.StartTurn) {
 		cfg.Retry = turn.DefaultRetryPolicy()
 		cfg.Retry.MaxAttempts = c.cfg.MaxAttempts
 	}
-	c.enqueue(fireReq{kind: reqStartTurn, cfg: cfg})
+	c.enqueue(fireReq{kind: reqStartTurn, cfg: &cfg})
 }
 
 // hardStop ends the turn now: every tool still running is aborted, then

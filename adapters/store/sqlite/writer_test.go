@@ -265,15 +265,27 @@ func TestFailedCommit(t *testing.T) {
 func TestFailpoints(t *testing.T) {
 	var mu sync.Mutex
 	var names []string
+	checkpointed := make(chan struct{})
+	var once sync.Once
 	st, _ := openTemp(t, Options{CheckpointEvery: 2, Failpoint: func(name string) {
 		mu.Lock()
 		names = append(names, name)
 		mu.Unlock()
+		if name == "checkpoint" {
+			once.Do(func() { close(checkpointed) })
+		}
 	}})
 	c := mustClaim(t, st, sessA, runA, true) // a commit of its own, no failpoint
 	evs := storetest.Fixture(sessA, 4, t0)
 	mustAppend(t, st, sessA, c, evs[:2])
 	mustAppend(t, st, sessA, c, evs[2:])
+	// The checkpoint runs after the appenders are told: wait for it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	select {
+	case <-checkpointed:
+	case <-ctx.Done():
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	want := []string{"before-commit", "after-commit", "before-commit", "after-commit", "checkpoint"}
