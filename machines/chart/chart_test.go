@@ -1588,6 +1588,11 @@ func FuzzFire(f *testing.F) {
 				if m.Handles(before, tr) == errors.Is(err, chart.ErrUnhandledTrigger) {
 					t.Fatalf("%v but Handles(%s, %s) = %v", err, before, tr, m.Handles(before, tr))
 				}
+			case errors.Is(err, chart.ErrGuardPanicked):
+				// Guards run before anything changes.
+				if inst.State() != before || !cmp.Equal(beforeCtx, inst.Ctx) || len(out.Effects) != 0 || len(out.Transitions) != 0 {
+					t.Fatalf("%v changed the instance: %s -> %s", err, before, inst.State())
+				}
 			case errors.Is(err, chart.ErrActionPanicked):
 				// The instance may be half updated: discard it.
 				inst = m.New(ctx, &out)
