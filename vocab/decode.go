@@ -197,6 +197,20 @@ func decodeInput(kind EventKind, raw []byte) (any, error) {
 	return v, nil
 }
 
+// EventVersion is the version of the event envelope and of the payload
+// encodings: every encoded event carries it as "v" (an event without one
+// is of version 1). A decoder refuses a newer version with CodeSchema
+// rather than misread it.
+const EventVersion = 1
+
+// MarshalJSON encodes e with its envelope version first.
+func (e Event) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		V int `json:"v"`
+		eventFields
+	}{EventVersion, eventFields(e)})
+}
+
 // eventFields is Event without its methods, so that UnmarshalJSON can
 // decode the envelope with the default decoding.
 type eventFields Event
@@ -212,12 +226,16 @@ type eventFields Event
 // left unchanged then.
 func (e *Event) UnmarshalJSON(data []byte) error {
 	var aux struct {
+		V int `json:"v"`
 		eventFields
 		// Payload shadows eventFields.Payload: it is decoded by kind below.
 		Payload json.RawMessage `json:"payload"`
 	}
 	if err := json.Unmarshal(data, &aux); err != nil {
 		return Errorf(CodeBadInput, "vocab: bad event: %w", err)
+	}
+	if aux.V > EventVersion {
+		return Errorf(CodeSchema, "vocab: event %d (%s) has envelope version %d; this version reads up to %d", aux.Seq, aux.Kind, aux.V, EventVersion)
 	}
 	ev := Event(aux.eventFields)
 	payload, err := decodePayload(ev.Kind, aux.Payload, false)

@@ -365,7 +365,7 @@ func declared(t *testing.T, file, typ string) []string {
 }
 
 func TestDecodeUnknownKind(t *testing.T) {
-	const data = `{"id":"S-7","session":"S","seq":7,"at":"2025-03-01T12:00:00Z","kind":"future/thing","turn":2,"payload":{"b":[1,2],"a":"x"}}`
+	const data = `{"v":1,"id":"S-7","session":"S","seq":7,"at":"2025-03-01T12:00:00Z","kind":"future/thing","turn":2,"payload":{"b":[1,2],"a":"x"}}`
 	var ev vocab.Event
 	if err := json.Unmarshal([]byte(data), &ev); err != nil {
 		t.Fatalf("decoding an unknown kind failed: %v", err)
@@ -410,7 +410,7 @@ func TestDecodeUnknownKind(t *testing.T) {
 	if p, err := vocab.DecodePayload("future/thing", nil); p != nil || !errors.Is(err, vocab.ErrUnknownKind) {
 		t.Errorf("DecodePayload(unknown, nil) = %v, %v", p, err)
 	}
-	const bare = `{"id":"S-8","session":"S","seq":8,"at":"2025-03-01T12:00:00Z","kind":"future/bare"}`
+	const bare = `{"v":1,"id":"S-8","session":"S","seq":8,"at":"2025-03-01T12:00:00Z","kind":"future/bare"}`
 	var ev2 vocab.Event
 	if err := json.Unmarshal([]byte(bare), &ev2); err != nil || ev2.Payload != nil {
 		t.Fatalf("decode bare unknown = %+v, %v", ev2, err)
@@ -575,5 +575,22 @@ func BenchmarkEventID(b *testing.B) {
 	b.ReportAllocs()
 	for i := range b.N {
 		_ = vocab.EventID(session, uint64(i))
+	}
+}
+
+// An event of a newer envelope version is refused with log.schema, not
+// misread; the encoding carries the version first.
+func TestEventVersion(t *testing.T) {
+	var ev vocab.Event
+	err := json.Unmarshal([]byte(`{"v":2,"id":"S-1","session":"S","seq":1,"at":"2025-03-01T12:00:00Z","kind":"agent/start"}`), &ev)
+	if vocab.CodeOf(err) != vocab.CodeSchema {
+		t.Errorf("a version-2 event: %v, want %s", err, vocab.CodeSchema)
+	}
+	if err := json.Unmarshal([]byte(`{"id":"S-1","session":"S","seq":1,"at":"2025-03-01T12:00:00Z","kind":"agent/start"}`), &ev); err != nil {
+		t.Errorf("an event without a version (version 1): %v", err)
+	}
+	b, err := json.Marshal(ev)
+	if err != nil || !strings.HasPrefix(string(b), `{"v":1,`) {
+		t.Errorf("encoding %s (%v): want the version first", b, err)
 	}
 }

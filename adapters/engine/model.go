@@ -16,8 +16,16 @@ import (
 // flood the mailbox and callers never queue behind deltas.
 func (e *Engine) runModel(wk *worker) {
 	// One value holds the request's state, so the loop body (a closure
-	// handed to the provider's iterator) captures one pointer.
-	r := &modelRun{e: e, wk: wk, last: e.opt.Clock.Now()}
+	// handed to the provider's iterator) captures one pointer. It is
+	// reused (modelRuns): nothing outlives the request but the reply and
+	// the usage, which are allocations of their own (the core takes the
+	// reply over and its log keeps it), and the stream buffer.
+	r := modelRuns.Get().(*modelRun)
+	*r = modelRun{e: e, wk: wk, last: e.opt.Clock.Now()}
+	defer func() {
+		*r = modelRun{}
+		modelRuns.Put(r)
+	}()
 	r.a.Reset()
 	r.stream()
 	if wk.ctx.Err() != nil && r.fail == nil {
@@ -27,23 +35,22 @@ func (e *Engine) runModel(wk *worker) {
 		e.report(wk, vocab.Input{Kind: vocab.InModelFailed, Err: vocab.AsError(r.fail), Jitter: e.jitter()})
 		return
 	}
-	// The reply is its own allocation: the core takes it over and its log
-	// keeps it, which must not keep this whole request state alive too.
-	// (Usage is copied by the core.)
-	reply := new(vocab.Message)
-	*reply, r.usage = r.a.Message(), r.a.Usage()
-	e.report(wk, vocab.Input{Kind: vocab.InModelDone, Reply: reply, Finish: r.a.Finish(), Usage: &r.usage})
+	reply, usage := new(vocab.Message), new(vocab.Usage)
+	*reply, *usage = r.a.Message(), r.a.Usage()
+	e.report(wk, vocab.Input{Kind: vocab.InModelDone, Reply: reply, Finish: r.a.Finish(), Usage: usage})
 }
+
+// modelRuns holds spare request states (see runModel).
+var modelRuns = sync.Pool{New: func() any { return new(modelRun) }}
 
 // modelRun is one model request being streamed.
 type modelRun struct {
-	e     *Engine
-	wk    *worker
-	a     session.Assembler
-	s     *stream // made on the first live delta
-	last  time.Time
-	fail  error
-	usage vocab.Usage
+	e    *Engine
+	wk   *worker
+	a    session.Assembler
+	s    *stream // made on the first live delta
+	last time.Time
+	fail error
 }
 
 // stream reads the provider's stream; a panic in the provider is a

@@ -30,7 +30,7 @@ import (
 
 // SchemaVersion is the version of the event envelope this package writes
 // (Record.V). A reader refuses records of a newer version with ErrSchema.
-const SchemaVersion = 1
+const SchemaVersion = vocab.EventVersion
 
 // Sentinels, one per code; match with errors.Is.
 var (
