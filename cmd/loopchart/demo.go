@@ -44,7 +44,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	prompt := fs.String("prompt", "How long is notes.txt?", "the prompt to submit")
 	db := fs.String("db", defaultDB, "the SQLite file the session is logged to")
 	sessionFlag := fs.String("session", "", "open this session: resume it when the log holds it, else start it")
-	resume := fs.Bool("resume", false, "resume the newest unfinished session of the log (or --session)")
+	resume := fs.Bool("resume", false, "resume the newest unfinished session of the log (or --session); an error when there is none")
+	fresh := fs.Bool("new", false, "start a new session even when the log holds an unfinished one")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -117,7 +118,17 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				return vocab.Errorf(vocab.CodeClosed, "session %s in %s was closed: it cannot be resumed (loopchart log show --db %s --session %s shows it)", id, *db, *db, id)
 			}
 		}
-	default:
+	case !*fresh:
+		// Run again after a kill, the demo picks its session up.
+		in, err := resumable(ctx, st, *db)
+		switch {
+		case err == nil:
+			id, resumedAt = in.Session, in.Head
+		case vocab.CodeOf(err) != vocab.CodeNoSession:
+			return err
+		}
+	}
+	if id == "" {
 		id = vocab.NewULIDSource(nil).NewID(time.Now())
 	}
 
@@ -187,7 +198,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if serr != nil {
 			return serr
 		}
-		return fmt.Errorf("%w: session %s stays open in %s; resume it with: loopchart demo --resume --db %s", errInterrupted, id, *db, *db)
+		return fmt.Errorf("%w: session %s stays open in %s; run the demo again (loopchart demo --db %s) to resume it", errInterrupted, id, *db, *db)
 	}
 	streamErr := pr.until(res.head)
 	if err := svc.Close(context.Background()); err != nil {

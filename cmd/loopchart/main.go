@@ -1,7 +1,7 @@
 // Command loopchart runs and explains loopchart agent loops, and reads
 // their durable logs.
 //
-//	loopchart demo [--db FILE] [--resume] [--session ID] [--script FILE] [--events json] [--color] [--instant]
+//	loopchart demo [--db FILE] [--new | --resume | --session ID] [--script FILE] [--events json] [--color] [--instant]
 //	loopchart log sessions [--db FILE]                  list the logged sessions, newest first
 //	loopchart log show [--db FILE] [--session ID] [--turn N] [--kind K]
 //	loopchart log verify [--db FILE] [--session ID]     check the file and replay the logs
@@ -89,17 +89,19 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: loopchart <command> [flags]
 
 commands:
-  demo [--db FILE] [--resume] [--session ID] [--script FILE] [--prompt TEXT]
+  demo [--db FILE] [--new | --resume | --session ID] [--script FILE] [--prompt TEXT]
        [--events json] [--color] [--instant]
         run a scripted session, logged to --db, and print its timeline.
         A demo that ends closes its session. Ctrl-C (or a kill) leaves it
-        open in the log instead: --resume reopens the newest session that
-        was not closed, prints its timeline with what recovery recorded
-        (interrupted tool results, the interrupted turn) and runs what the
-        session still owes (queued input, the model's reply to tool
-        results); with --prompt it then asks that prompt too. --session ID
-        opens that session (resumes it when the log holds it, else starts
-        it under that id).
+        open in the log instead, and the next demo on the same --db picks
+        it up: it reopens the newest session that was not closed, prints
+        its timeline with what recovery recorded (interrupted tool
+        results, the interrupted turn) and runs what the session still
+        owes (queued input, the model's reply to tool results); with
+        --prompt it then asks that prompt too. --new starts a new session
+        anyway; --resume insists on resuming (an error when nothing is
+        unfinished); --session ID opens that session (resumes it when the
+        log holds it, else starts it under that id).
   log sessions [--db FILE]
         list the sessions of the log, newest first
   log show [--db FILE] [--session ID] [--turn N] [--kind PREFIX]

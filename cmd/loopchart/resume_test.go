@@ -68,9 +68,9 @@ func inOrder(t *testing.T, out string, want ...string) {
 
 // resumeOK resumes the newest unfinished session of db with the embedded
 // demo and returns the timeline; the session must be id.
-func resumeOK(t *testing.T, db string, id vocab.ID) string {
+func resumeOK(t *testing.T, db string, id vocab.ID, flags ...string) string {
 	t.Helper()
-	code, out, errOut := runCmd(t, "demo", "--instant", "--resume", "--db", db)
+	code, out, errOut := runCmd(t, append(append([]string{"demo", "--instant"}, flags...), "--db", db)...)
 	if code != 0 {
 		t.Fatalf("demo --resume: exit %d\nstderr: %s\nstdout:\n%s", code, errOut, out)
 	}
@@ -114,7 +114,7 @@ func TestDemoInterruptedThenResumed(t *testing.T) {
 		t.Fatalf("interrupted demo: exit %d, want 130\nstderr: %s", code, errOut.String())
 	}
 	id := vocab.ID(m[1])
-	if want := "loopchart: interrupted: session " + string(id) + " stays open in " + db + "; resume it with: loopchart demo --resume --db " + db + "\n"; !strings.HasSuffix(errOut.String(), want) {
+	if want := "loopchart: interrupted: session " + string(id) + " stays open in " + db + "; run the demo again (loopchart demo --db " + db + ") to resume it\n"; !strings.HasSuffix(errOut.String(), want) {
 		t.Errorf("stderr %q, want it to end with %q", errOut.String(), want)
 	}
 	if rows := logSessionRows(t, db); len(rows) != 1 || rows[0].state != "open" || rows[0].status != "running" || rows[0].writer != "-" {
@@ -125,7 +125,7 @@ func TestDemoInterruptedThenResumed(t *testing.T) {
 		t.Errorf("the log before the resume:\n%s", shown)
 	}
 
-	resumed := resumeOK(t, db, id)
+	resumed := resumeOK(t, db, id) // a plain demo on the same log resumes
 	inOrder(t, resumed,
 		"turn 1 step 1   call c1 gate({})",
 		"--- resumed: ",
@@ -189,7 +189,7 @@ func TestResumeRunsQueuedInput(t *testing.T) {
 	}
 	svc.Close(ctx) // only stops this test's goroutines: the closed store takes no more events
 
-	out := resumeOK(t, db, "abandoned")
+	out := resumeOK(t, db, "abandoned", "--resume")
 	inOrder(t, out,
 		"user: open the gate",
 		"call c1 gate({})",
@@ -268,7 +268,7 @@ func TestResumeAfterKill(t *testing.T) {
 		t.Errorf("after the kill: %+v, want the session open and still held by the dead writer", rows)
 	}
 
-	out := resumeOK(t, db, id)
+	out := resumeOK(t, db, id, "--resume")
 	inOrder(t, out,
 		"call c1 gate({})",
 		"--- resumed: ",
