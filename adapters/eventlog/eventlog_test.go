@@ -683,8 +683,15 @@ func TestMemoryChunks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(m.chunks) != 3 || len(m.chunks[0]) != chunkSize || cap(m.chunks[0]) != chunkSize || cap(m.chunks[2]) > chunkSize {
-		t.Fatalf("chunks: %d, first %d/%d", len(m.chunks), len(m.chunks[0]), cap(m.chunks[0]))
+	// Chunks of 8, 16, ... 256 events, then of chunkSize; every chunk but
+	// the last full, each allocated once with its room.
+	for k, c := range m.chunks {
+		if cap(c) != chunkCap(k) || k < len(m.chunks)-1 && len(c) != cap(c) {
+			t.Fatalf("chunk %d: %d/%d events, want room for %d", k, len(c), cap(c), chunkCap(k))
+		}
+	}
+	if want := geomChunks + (total-geomEvents+chunkSize-1)/chunkSize; len(m.chunks) != want {
+		t.Fatalf("%d chunks for %d events, want %d", len(m.chunks), total, want)
 	}
 	if !slices.Equal(seqsOf(m.Events()), seqRange(1, total)) {
 		t.Fatal("Events out of order")

@@ -3,6 +3,7 @@ package eventlog
 import (
 	"context"
 	"iter"
+	"math/bits"
 	"sync"
 
 	"github.com/loopchart/loopchart/vocab"
@@ -12,13 +13,13 @@ import (
 // event it is given: for tests and the demo. It is safe for concurrent use.
 //
 // Storage grows in chunks allocated on demand: an unused Memory holds no
-// event storage at all, and a long log never copies the events it already
-// holds when it grows (only the newest chunk grows, up to a fixed size).
+// event storage at all, and the log never copies an event it holds: chunk
+// k has room for 8<<k events up to chunkSize, and is allocated whole when
+// the one before it is full.
 type Memory struct {
 	mu sync.Mutex
-	// chunks hold the events in order. Every chunk but the last holds
-	// exactly chunkSize events; the last one grows by doubling up to
-	// chunkSize. An event is never changed once appended, so a reader may
+	// chunks hold the events in order; every chunk but the last is full
+	// (chunkCap). An event is never changed once appended, so a reader may
 	// use a chunk's slice header taken under mu after releasing it.
 	chunks [][]vocab.Event
 	n      int
@@ -39,9 +40,32 @@ var (
 const (
 	// chunkSize is the number of events in a full chunk (about 60 KB).
 	chunkSize = 512
-	// firstChunkCap is the capacity a new chunk starts with.
+	// firstChunkCap is the room of the first chunk; each next one has
+	// twice as much, up to chunkSize.
 	firstChunkCap = 8
+	// geomChunks chunks grow (8, 16, ... 256); geomEvents events fill them.
+	geomChunks = 6
+	geomEvents = firstChunkCap * (1<<geomChunks - 1)
 )
+
+// chunkCap is the room of chunk k.
+func chunkCap(k int) int {
+	if k >= geomChunks {
+		return chunkSize
+	}
+	return firstChunkCap << k
+}
+
+// locate returns the chunk holding the idx-th event held, and its offset
+// there.
+func locate(idx int) (chunk, off int) {
+	if idx >= geomEvents {
+		idx -= geomEvents
+		return geomChunks + idx/chunkSize, idx % chunkSize
+	}
+	k := bits.Len(uint(idx/firstChunkCap+1)) - 1
+	return k, idx - firstChunkCap*(1<<k-1)
+}
 
 // NewMemory returns an empty in-memory log.
 func NewMemory() *Memory { return &Memory{} }
@@ -91,25 +115,11 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 		m.first = batch[0].Seq
 	}
 	for len(batch) > 0 {
-		if len(m.chunks) == 0 || len(m.chunks[len(m.chunks)-1]) == chunkSize {
-			m.chunks = append(m.chunks, nil)
+		if n := len(m.chunks); n == 0 || len(m.chunks[n-1]) == chunkCap(n-1) {
+			m.chunks = append(m.chunks, make([]vocab.Event, 0, chunkCap(n)))
 		}
 		c := &m.chunks[len(m.chunks)-1]
-		k := min(chunkSize-len(*c), len(batch))
-		if cap(*c)-len(*c) < k {
-			newCap := max(firstChunkCap, 2*cap(*c))
-			if len(m.chunks) > 1 {
-				// A log that filled one chunk will fill more: later
-				// chunks are made whole, never grown and copied.
-				newCap = chunkSize
-			}
-			for newCap < len(*c)+k {
-				newCap *= 2
-			}
-			grown := make([]vocab.Event, len(*c), min(newCap, chunkSize))
-			copy(grown, *c)
-			*c = grown
-		}
+		k := min(cap(*c)-len(*c), len(batch))
 		*c = append(*c, batch[:k]...)
 		batch = batch[k:]
 		m.n += k
@@ -145,9 +155,9 @@ func (m *Memory) Since(ctx context.Context, from uint64) iter.Seq2[vocab.Event, 
 			}
 			idx := int(seq - first)
 			m.mu.Lock()
-			c := m.chunks[idx/chunkSize]
+			ci, off := locate(idx)
+			c := m.chunks[ci]
 			m.mu.Unlock()
-			off := idx % chunkSize
 			stop := min(len(c), off+int(end-seq))
 			for _, ev := range c[off:stop] {
 				if !yield(ev, nil) {
