@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -48,8 +49,21 @@ func (f *Folded) CoreSnapshot() ([]byte, error) {
 // re-derive to the same length is ErrLoad, naming the session and the
 // sequence number; it is never replaced by a blank session.
 func Fold(ctx context.Context, st Store, id vocab.ID) (*Folded, error) {
-	return fold(ctx, st, id, false, nil)
+	f, err := fold(ctx, st, id, false, false)
+	var bad *badSnapshot
+	if errors.As(err, &bad) {
+		// A snapshot that does not restore costs time, not the session:
+		// fold the whole log instead.
+		return fold(ctx, st, id, false, true)
+	}
+	return f, err
 }
+
+// badSnapshot marks a core/snapshot event that could not be restored.
+type badSnapshot struct{ err error }
+
+func (b *badSnapshot) Error() string { return "the snapshot does not restore: " + b.err.Error() }
+func (b *badSnapshot) Unwrap() error { return b.err }
 
 // Divergence is the first difference between a log and what replaying its
 // inputs derives.
@@ -81,17 +95,17 @@ func kindOr(e vocab.Event) string {
 // events are re-derived and compared too. This is how a user checks that
 // an upgrade of loopchart still explains their old logs.
 func Verify(ctx context.Context, st Store, id vocab.ID) (*Folded, error) {
-	return fold(ctx, st, id, true, nil)
+	return fold(ctx, st, id, true, true)
 }
 
-func fold(ctx context.Context, st Store, id vocab.ID, verify bool, m *session.Machines) (*Folded, error) {
-	if m == nil {
-		m = session.NewMachines()
-	}
+// fold folds session id; verify compares every derived event with the
+// logged one, whole replays from the first event (ignoring snapshots).
+func fold(ctx context.Context, st Store, id vocab.ID, verify, whole bool) (*Folded, error) {
+	m := session.NewMachines()
 	f := &Folded{}
 	from := uint64(1)
 	var core *session.Core
-	if !verify {
+	if !whole {
 		snap, err := st.Latest(ctx, id, vocab.EventSnapshot)
 		if err != nil {
 			return nil, err
@@ -103,10 +117,10 @@ func fold(ctx context.Context, st Store, id vocab.ID, verify bool, m *session.Ma
 				}
 				var p vocab.SnapshotPayload
 				if err := json.Unmarshal(r.Payload, &p); err != nil {
-					return nil, loadErr(id, snap, err)
+					return nil, loadErr(id, snap, &badSnapshot{err})
 				}
 				if core, err = session.Restore(p.Core, m); err != nil {
-					return nil, loadErr(id, snap, err)
+					return nil, loadErr(id, snap, &badSnapshot{err})
 				}
 				break
 			}

@@ -263,3 +263,27 @@ type wireRecord struct {
 	V       int             `json:"v"`
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
+
+// A snapshot that does not restore costs time, not the session: Fold
+// replays the whole log instead.
+func TestFoldFallsBackFromABadSnapshot(t *testing.T) {
+	ctx := context.Background()
+	rs := records(t, record(t, 10))
+	broken := 0
+	for i, r := range rs {
+		if r.Kind == vocab.EventSnapshot {
+			rs[i].Payload = []byte(`{"seq":1,"core":{"version":99}}`)
+			broken++
+		}
+	}
+	if broken == 0 {
+		t.Fatal("no snapshot to break")
+	}
+	f, err := store.Fold(ctx, &sliceStore{recs: rs}, "s")
+	if err != nil {
+		t.Fatalf("Fold with a broken snapshot: %v", err)
+	}
+	if f.Snapshot != 0 || f.Head != uint64(len(rs)) {
+		t.Errorf("fold from snapshot %d to head %d; want the whole log of %d", f.Snapshot, f.Head, len(rs))
+	}
+}
