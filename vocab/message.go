@@ -194,7 +194,6 @@ const InterruptedToolText = "Tool execution was interrupted before its result wa
 // was aborted` when it had started, `... before execution` when not; a user
 // cancel adds that the model should not simply retry; an interruption (a
 // crash, closed by recovery) gives InterruptedToolText.
-
 func AbortedResult(call ToolCall, started bool, cause CancelCause) ToolResult {
 	text := fmt.Sprintf("Tool %q was aborted before execution", call.Name)
 	if started {
