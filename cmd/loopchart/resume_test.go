@@ -281,3 +281,44 @@ func TestResumeAfterKill(t *testing.T) {
 	}
 	logCmdOK(t, "verify", "--db", db)
 }
+
+// demo --new leaves an unfinished session as it is and starts another.
+func TestDemoNewLeavesTheUnfinishedSession(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	db := tempDB(t)
+	st, err := sqlite.Open(ctx, db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := scripted.Load(gateScript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGate()
+	svc, err := agentsvc.Open(ctx, st, "unfinished", agentsvc.Options{Provider: scripted.New(script, nil), Tools: []vocab.Tool{g}, Model: "scripted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SubmitText("open the gate"); err != nil {
+		t.Fatal(err)
+	}
+	<-g.started
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	svc.Close(ctx)
+
+	code, out, errOut := runCmd(t, "demo", "--instant", "--new", "--db", db)
+	if code != 0 || strings.Contains(errOut, "resumed") || strings.Contains(errOut, "unfinished") {
+		t.Fatalf("demo --new: exit %d\nstderr: %s\nstdout:\n%s", code, errOut, out)
+	}
+	rows := logSessionRows(t, db)
+	states := map[string]string{}
+	for _, r := range rows {
+		states[r.id] = r.state
+	}
+	if len(rows) != 2 || states["unfinished"] != "open" {
+		t.Errorf("after demo --new: %+v, want the unfinished session still open beside a new one", rows)
+	}
+}
