@@ -21,10 +21,12 @@ type asyncSink struct {
 	pending [][]vocab.Event
 	async   int // appends started asynchronously
 	failAt  int // the failAt-th asynchronous append fails (0: none)
-	// started, when set, is closed by the first asynchronous append, which
-	// then waits for hold to be closed before it returns.
+	// started is closed by the first asynchronous append, which then
+	// waits for hold to be closed (when set) before it returns.
 	started, hold chan struct{}
 }
+
+func newAsyncSink() *asyncSink { return &asyncSink{started: make(chan struct{})} }
 
 func (s *asyncSink) Append(_ context.Context, batch []vocab.Event) error {
 	s.mu.Lock()
@@ -41,11 +43,13 @@ func (s *asyncSink) AppendAsync(_ context.Context, batch []vocab.Event) func(con
 	s.async++
 	s.pending = append(s.pending, slices.Clone(batch))
 	fail := s.async == s.failAt
-	first := s.async == 1 && s.started != nil
+	first := s.async == 1
 	s.mu.Unlock()
 	if first {
 		close(s.started)
-		<-s.hold
+		if s.hold != nil {
+			<-s.hold
+		}
 	}
 	return func(context.Context) error {
 		s.mu.Lock()
@@ -73,13 +77,22 @@ func (s *asyncSink) has(kind vocab.EventKind, call string) bool {
 }
 
 // streamer streams a reply in many parts: a tool call on the first
-// request, text on the others.
-func streamer() vocab.Provider {
-	return providerFunc(func(_ context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+// request, text on the others. After its first part it waits until the
+// sink started an asynchronous append (so that part's batch went alone,
+// whatever the scheduling), or until ctx ends.
+func streamer(sink *asyncSink) vocab.Provider {
+	return providerFunc(func(ctx context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
 		return func(yield func(vocab.StreamPart, error) bool) {
-			for range 20 {
+			for i := range 20 {
 				if !yield(vocab.StreamPart{Kind: vocab.StreamText, Text: "word "}, nil) {
 					return
+				}
+				if i == 0 {
+					select {
+					case <-sink.started:
+					case <-ctx.Done():
+						return
+					}
 				}
 			}
 			if len(req.Messages) == 1 {
@@ -108,9 +121,9 @@ func (p probeTool) Run(_ context.Context, call vocab.ToolCall, _ func(string)) (
 // they are durable: the tool runs after its call is, the prompt's result
 // comes after every event, and the durable log is gapless and whole.
 func TestAsyncAppendsKeepTheBarrier(t *testing.T) {
-	sink := &asyncSink{}
+	sink := newAsyncSink()
 	tool := probeTool{sink: sink, ran: make(chan bool, 1)}
-	e, err := New(Options{Provider: streamer(), Tools: mustRegistry(t, tool), Sink: sink, IDs: &vocab.SeqSource{}})
+	e, err := New(Options{Provider: streamer(sink), Tools: mustRegistry(t, tool), Sink: sink, IDs: &vocab.SeqSource{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,18 +165,29 @@ func TestAsyncAppendsKeepTheBarrier(t *testing.T) {
 // A caller's input that arrives while a stream batch commits is
 // acknowledged only after that batch, then its own, are durable, in order.
 func TestAsyncAppendsSettleBeforeAnAcknowledgement(t *testing.T) {
-	sink := &asyncSink{started: make(chan struct{}), hold: make(chan struct{})}
+	sink := newAsyncSink()
+	sink.hold = make(chan struct{})
 	tool := probeTool{sink: sink, ran: make(chan bool, 1)}
-	e, err := New(Options{Provider: streamer(), Tools: mustRegistry(t, tool), Sink: sink, IDs: &vocab.SeqSource{}})
+	e, err := New(Options{Provider: streamer(sink), Tools: mustRegistry(t, tool), Sink: sink, IDs: &vocab.SeqSource{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := testCtx(t)
-	p, err := e.Submit(vocab.UserText("go"))
-	if err != nil {
-		t.Fatal(err)
+	// The goroutine that submits may be the one that drives the lane into
+	// the held append: submit from another.
+	submitted := make(chan *Pending, 1)
+	go func() {
+		p, err := e.Submit(vocab.UserText("go"))
+		if err != nil {
+			t.Error(err)
+		}
+		submitted <- p
+	}()
+	select { // the lane is inside the first asynchronous append
+	case <-sink.started:
+	case <-ctx.Done():
+		t.Fatal("no asynchronous append started")
 	}
-	<-sink.started // the lane is inside the first asynchronous append
 	steered := make(chan error, 1)
 	go func() {
 		_, err := e.Steer(vocab.UserText("also this"))
@@ -178,6 +202,10 @@ func TestAsyncAppendsSettleBeforeAnAcknowledgement(t *testing.T) {
 	close(sink.hold)
 	if err := <-steered; err != nil {
 		t.Fatalf("Steer: %v", err)
+	}
+	p := <-submitted
+	if p == nil {
+		t.FailNow()
 	}
 	if res, err := p.Wait(ctx); err != nil || res.Kind != vocab.PromptCompleted {
 		t.Fatalf("prompt: %v %v", res, err)
@@ -195,9 +223,10 @@ func TestAsyncAppendsSettleBeforeAnAcknowledgement(t *testing.T) {
 // A failed asynchronous append stops the session like a failed
 // synchronous one: no work starts after it, the waiter gets the error.
 func TestAsyncAppendFailureStopsTheSession(t *testing.T) {
-	sink := &asyncSink{failAt: 1}
+	sink := newAsyncSink()
+	sink.failAt = 1
 	tool := probeTool{sink: sink, ran: make(chan bool, 1)}
-	e, err := New(Options{Provider: streamer(), Tools: mustRegistry(t, tool), Sink: sink, IDs: &vocab.SeqSource{}})
+	e, err := New(Options{Provider: streamer(sink), Tools: mustRegistry(t, tool), Sink: sink, IDs: &vocab.SeqSource{}})
 	if err != nil {
 		t.Fatal(err)
 	}
