@@ -117,16 +117,24 @@ func (p probeTool) Run(_ context.Context, call vocab.ToolCall, _ func(string)) (
 	return vocab.ToolResult{Content: "ok"}, nil
 }
 
-// Stream batches commit asynchronously; nothing acts on events before
-// they are durable: the tool runs after its call is, the prompt's result
-// comes after every event, and the durable log is gapless and whole.
-func TestAsyncAppendsKeepTheBarrier(t *testing.T) {
-	sink := newAsyncSink()
+// asyncEngine starts an engine on sink with the streamer and the probe
+// tool.
+func asyncEngine(t *testing.T, sink *asyncSink) (*Engine, probeTool) {
+	t.Helper()
 	tool := probeTool{sink: sink, ran: make(chan bool, 1)}
 	e, err := New(Options{Provider: streamer(sink), Tools: mustRegistry(t, tool), Sink: sink, IDs: &vocab.SeqSource{}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, tool
+}
+
+// Stream batches commit asynchronously; nothing acts on events before
+// they are durable: the tool runs after its call is, the prompt's result
+// comes after every event, and the durable log is gapless and whole.
+func TestAsyncAppendsKeepTheBarrier(t *testing.T) {
+	sink := newAsyncSink()
+	e, tool := asyncEngine(t, sink)
 	ctx := testCtx(t)
 	p, err := e.Submit(vocab.UserText("go"))
 	if err != nil {
@@ -167,11 +175,7 @@ func TestAsyncAppendsKeepTheBarrier(t *testing.T) {
 func TestAsyncAppendsSettleBeforeAnAcknowledgement(t *testing.T) {
 	sink := newAsyncSink()
 	sink.hold = make(chan struct{})
-	tool := probeTool{sink: sink, ran: make(chan bool, 1)}
-	e, err := New(Options{Provider: streamer(sink), Tools: mustRegistry(t, tool), Sink: sink, IDs: &vocab.SeqSource{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, _ := asyncEngine(t, sink)
 	ctx := testCtx(t)
 	// The goroutine that submits may be the one that drives the lane into
 	// the held append: submit from another.
@@ -225,11 +229,7 @@ func TestAsyncAppendsSettleBeforeAnAcknowledgement(t *testing.T) {
 func TestAsyncAppendFailureStopsTheSession(t *testing.T) {
 	sink := newAsyncSink()
 	sink.failAt = 1
-	tool := probeTool{sink: sink, ran: make(chan bool, 1)}
-	e, err := New(Options{Provider: streamer(sink), Tools: mustRegistry(t, tool), Sink: sink, IDs: &vocab.SeqSource{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, tool := asyncEngine(t, sink)
 	ctx := testCtx(t)
 	p, err := e.Submit(vocab.UserText("go"))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -225,7 +226,7 @@ func inputOf(r Record) (vocab.Input, bool, error) {
 			return vocab.Input{}, false, err
 		}
 		return vocab.Input{Kind: p.Input, Work: p.Work, At: r.At}, true, nil
-	case len(r.Kind) > len(vocab.InputEventPrefix) && string(r.Kind[:len(vocab.InputEventPrefix)]) == vocab.InputEventPrefix:
+	case strings.HasPrefix(string(r.Kind), vocab.InputEventPrefix):
 		if r.V > SchemaVersion {
 			return vocab.Input{}, false, fmt.Errorf("schema version %d is newer than %d", r.V, SchemaVersion)
 		}

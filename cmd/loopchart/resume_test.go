@@ -161,33 +161,8 @@ func TestDemoInterruptedThenResumed(t *testing.T) {
 // resume records the interruption, then Continue runs the queued prompt.
 // With --prompt the resume asks that prompt too.
 func TestResumeRunsQueuedInput(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), guard)
-	defer cancel()
 	db := tempDB(t)
-	st, err := sqlite.Open(ctx, db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	script, err := scripted.Load(gateScript)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := newGate()
-	svc, err := agentsvc.Open(ctx, st, "abandoned", agentsvc.Options{Provider: scripted.New(script, nil), Tools: []vocab.Tool{g}, Model: "scripted"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.SubmitText("open the gate"); err != nil {
-		t.Fatal(err)
-	}
-	<-g.started
-	if _, err := svc.SubmitText("and then this"); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil { // the log ends here
-		t.Fatal(err)
-	}
-	svc.Close(ctx) // only stops this test's goroutines: the closed store takes no more events
+	abandon(t, db, "abandoned", "open the gate", "and then this")
 
 	out := resumeOK(t, db, "abandoned", "--resume")
 	inOrder(t, out,
@@ -282,11 +257,14 @@ func TestResumeAfterKill(t *testing.T) {
 	logCmdOK(t, "verify", "--db", db)
 }
 
-// demo --new leaves an unfinished session as it is and starts another.
-func TestDemoNewLeavesTheUnfinishedSession(t *testing.T) {
+// abandon leaves session id of db unfinished, as a process that exits
+// while its gate tool runs would: the first prompt runs into the gate, the
+// others are queued behind it, then the log ends (the store is closed
+// under the service).
+func abandon(t *testing.T, db string, id vocab.ID, prompts ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
-	db := tempDB(t)
 	st, err := sqlite.Open(ctx, db, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -296,18 +274,28 @@ func TestDemoNewLeavesTheUnfinishedSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := newGate()
-	svc, err := agentsvc.Open(ctx, st, "unfinished", agentsvc.Options{Provider: scripted.New(script, nil), Tools: []vocab.Tool{g}, Model: "scripted"})
+	svc, err := agentsvc.Open(ctx, st, id, agentsvc.Options{Provider: scripted.New(script, nil), Tools: []vocab.Tool{g}, Model: "scripted"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.SubmitText("open the gate"); err != nil {
+	for i, p := range prompts {
+		if _, err := svc.SubmitText(p); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			<-g.started
+		}
+	}
+	if err := st.Close(); err != nil { // the log ends here
 		t.Fatal(err)
 	}
-	<-g.started
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	svc.Close(ctx)
+	svc.Close(ctx) // only stops this test's goroutines: the closed store takes no more events
+}
+
+// demo --new leaves an unfinished session as it is and starts another.
+func TestDemoNewLeavesTheUnfinishedSession(t *testing.T) {
+	db := tempDB(t)
+	abandon(t, db, "unfinished", "open the gate")
 
 	code, out, errOut := runCmd(t, "demo", "--instant", "--new", "--db", db)
 	if code != 0 || strings.Contains(errOut, "resumed") || strings.Contains(errOut, "unfinished") {
