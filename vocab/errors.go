@@ -55,6 +55,20 @@ const (
 	// CodeToolMaxTokens: the call was not executed because the reply hit the
 	// output token limit.
 	CodeToolMaxTokens Code = "tool.not_executed_max_tokens"
+	// CodeToolSkipped: the call was not run because an earlier call of its
+	// batch stopped the batch.
+	CodeToolSkipped Code = "tool.skipped"
+	// CodeToolNoResult: the tool returned nothing usable (a nil result
+	// where one was due).
+	CodeToolNoResult Code = "tool.no_result"
+	// CodeToolRefused: a workspace tool refused a path (outside the
+	// workspace, through a symlink, not a regular file) or an input over
+	// its limits.
+	CodeToolRefused Code = "tool.refused"
+	// CodeNotAwaiting: an approval named a call that is not awaiting one.
+	CodeNotAwaiting Code = "tool.not_awaiting_approval"
+	// CodeSpill: a large output could not be written to the spill store.
+	CodeSpill Code = "tool.spill_failed"
 	// CodeUnhandledTrigger: a machine got a trigger its current state does not
 	// handle.
 	CodeUnhandledTrigger Code = "machine.unhandled_trigger"

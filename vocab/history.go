@@ -71,6 +71,13 @@ func cloneMessage(m Message) Message {
 
 // CloneResult returns a copy of r that shares no mutable memory with it.
 func CloneResult(r ToolResult) ToolResult {
+	if r.Parts != nil {
+		r.Parts = cloneMessage(Message{Parts: r.Parts}).Parts
+	}
+	if r.Spill != nil {
+		s := *r.Spill
+		r.Spill = &s
+	}
 	if r.Delivery != nil {
 		d := *r.Delivery
 		d.Message = cloneMessage(d.Message)

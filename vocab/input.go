@@ -43,6 +43,8 @@ const (
 	// log (a core/snapshot event), so a reopen folds from it and the tail
 	// after it instead of from the first event. It must start a batch.
 	InCheckpoint InputKind = "checkpoint"
+	// InApprove answers a tool call awaiting approval (Approval).
+	InApprove InputKind = "approve"
 )
 
 // Results of work.
@@ -59,6 +61,9 @@ const (
 	InToolUpdate InputKind = "tool.update"
 	// InToolDone carries the result of tool work Work.
 	InToolDone InputKind = "tool.done"
+	// InToolDetached: tool work Work went on in the background; Text is
+	// its acknowledgement. Its tool.done comes later.
+	InToolDetached InputKind = "tool.detached"
 	// InHookDone carries the verdict of hook work Work.
 	InHookDone InputKind = "hook.done"
 	// InTimerFired: timer work Work reached its deadline.
@@ -119,6 +124,8 @@ type Input struct {
 	Stuck []StuckWork `json:"stuck,omitempty"`
 	// Config is the session core's configuration in its JSON form (open).
 	Config json.RawMessage `json:"config,omitempty"`
+	// Approval answers a call awaiting approval (approve).
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // StuckWork is work that did not end when a closing session cancelled it.
@@ -141,7 +148,7 @@ var inputKinds = func() map[InputKind]EventKind {
 	m := map[InputKind]EventKind{}
 	for _, k := range []InputKind{InSubmit, InSteer, InInject, InNotify, InRemind, InWithdraw, InCancel, InPause, InContinue,
 		InMaintenanceStart, InMaintenanceDone, InClose, InHooks, InModelParts, InModelDone, InModelFailed, InToolUpdate,
-		InToolDone, InHookDone, InTimerFired, InStopped, InOpen, InCheckpoint} {
+		InToolDone, InToolDetached, InHookDone, InTimerFired, InStopped, InOpen, InCheckpoint, InApprove} {
 		m[k] = EventKind("input/" + string(k))
 	}
 	return m
@@ -180,6 +187,11 @@ const (
 	// HookRequestError is the chain of loop error handlers, consulted when
 	// a model request fails (or returns an empty reply).
 	HookRequestError HookName = "request-error"
+	// HookBeforeTool judges a tool call before it runs (OnBeforeTool):
+	// proceed (perhaps with rewritten arguments), deny, or ask a person.
+	HookBeforeTool HookName = "before-tool"
+	// HookAfterTool sees a call's result and may rewrite it (OnAfterTool).
+	HookAfterTool HookName = "after-tool"
 )
 
 // HookVerdict is what a hook chain decided. Only the fields of its hook are
@@ -201,4 +213,37 @@ type HookVerdict struct {
 	// history (request-error).
 	Retry   bool      `json:"retry,omitempty"`
 	History []Message `json:"history,omitempty"`
+	// Args replaces the call's arguments (before-tool); Accesses are what
+	// the call with them touches, computed by the lane (nil: computed by
+	// the core from the tool's declaration).
+	Args     json.RawMessage `json:"args,omitempty"`
+	Accesses *Accesses       `json:"accesses,omitempty"`
+	// Ask holds the call for a person's approval with this question
+	// (before-tool).
+	Ask string `json:"ask,omitempty"`
+	// Result is the denial result the model gets (before-tool with
+	// Refuse; nil: a denial naming Reason), or the rewritten result
+	// (after-tool; nil keeps it).
+	Result *ToolResult `json:"result,omitempty"`
+}
+
+// Decision is a person's answer to a call awaiting approval.
+type Decision string
+
+// Decisions.
+const (
+	// Approve runs the call as it is.
+	Approve Decision = "approve"
+	// Deny refuses the call: the model gets a denial naming Reason.
+	Deny Decision = "deny"
+	// Edit runs the call with Args instead of the model's arguments.
+	Edit Decision = "edit"
+)
+
+// Approval answers the call CallID awaiting approval (input approve).
+type Approval struct {
+	CallID   string          `json:"callId"`
+	Decision Decision        `json:"decision"`
+	Reason   string          `json:"reason,omitempty"`
+	Args     json.RawMessage `json:"args,omitempty"`
 }

@@ -144,11 +144,13 @@ type Delivery struct {
 	Message Message      `json:"message"`
 }
 
-// ToolResult is the one outcome every tool call ends with.
+// ToolResult is the one outcome every tool call ends with. Content is
+// its output as text; a tool may add Parts (an image, say) after it.
 type ToolResult struct {
 	CallID  string `json:"callId"`
 	Name    string `json:"name"`
 	Content string `json:"content"`
+	Parts   []Part `json:"parts,omitempty"`
 	IsError bool   `json:"isError,omitempty"`
 	// Code is set for error results made by loopchart (aborted, unknown tool…).
 	Code Code `json:"code,omitempty"`
@@ -157,14 +159,43 @@ type ToolResult struct {
 	// StopTurn asks the loop to end the turn after this batch.
 	StopTurn   bool   `json:"stopTurn,omitempty"`
 	StopReason string `json:"stopReason,omitempty"`
-	// StopBatchAfterThis skips the calls after this one in the same batch.
+	// StopBatchAfterThis is set on the result of a call whose tool
+	// declared ToolSpec.StopBatch: the calls after it were skipped.
 	StopBatchAfterThis bool `json:"stopBatchAfterThis,omitempty"`
-	// Note is shown to the model only.
+	// Note is for the model only: ModelText appends it to Content.
 	Note string `json:"note,omitempty"`
 	// Delivery is a steer message to send into the loop.
 	Delivery *Delivery `json:"delivery,omitempty"`
-	// SpillPath names a file holding the full output when it was too large.
-	SpillPath string `json:"spillPath,omitempty"`
+	// Truncated reports that the tool's output was cut (it exceeded what
+	// the tool retains while it streams).
+	Truncated bool `json:"truncated,omitempty"`
+	// Spill references the whole output when it was too large to go into
+	// the history: Content then holds its head.
+	Spill *Spill `json:"spill,omitempty"`
+	// Facts reduce the result to what loop detection compares (a poll's
+	// status, say); empty means the whole content.
+	Facts string `json:"facts,omitempty"`
+}
+
+// Spill references an output kept outside the history, in a
+// content-addressed store: Ref is its hash ("sha256:…"), Chars and Bytes
+// its size.
+type Spill struct {
+	Ref   string `json:"ref"`
+	Chars int    `json:"chars"`
+	Bytes int    `json:"bytes"`
+}
+
+// ModelText is the result's text as the model sees it: Content, then the
+// model-only Note.
+func (r ToolResult) ModelText() string {
+	if r.Note == "" {
+		return r.Content
+	}
+	if r.Content == "" {
+		return r.Note
+	}
+	return r.Content + "\n\n" + r.Note
 }
 
 // ToolMessage wraps r as a tool-role history message.

@@ -6,11 +6,29 @@ import (
 	"iter"
 )
 
-// ToolSpec describes a tool to the model.
+// ToolSpec describes a tool to the model (name, description, JSON Schema
+// of the arguments) and to the scheduler (what its calls touch, whether
+// they stop their batch). It is data: it travels in the session's
+// configuration and so in its log.
 type ToolSpec struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Schema      json.RawMessage `json:"schema,omitempty"`
+	// Access declares the paths a call touches, from its arguments; none
+	// declared means the call touches everything and runs alone.
+	Access []AccessDecl `json:"access,omitempty"`
+	// NoAccess declares that calls touch nothing the scheduler guards
+	// (a pure computation, a lookup): they never wait for others.
+	NoAccess bool `json:"noAccess,omitempty"`
+	// Poll marks a tool that polls for progress (a job's status): loop
+	// detection judges its repeats by their outcomes.
+	Poll bool `json:"poll,omitempty"`
+	// StopBatch declares that a call of this tool ends its batch: the calls
+	// after it in the same reply are not run (they get a skipped result).
+	StopBatch bool `json:"stopBatch,omitempty"`
+	// Approval: every call waits for a person's approval before it runs
+	// (after the before-tool hooks let it), unless a hook denied it.
+	Approval bool `json:"approval,omitempty"`
 }
 
 // Request is one model request, built by the step gate from the current
