@@ -67,10 +67,17 @@ type Accesses struct {
 // AllAccess touches everything: it conflicts with every call.
 var AllAccess = Accesses{All: true}
 
-// Conflicts reports whether a and b may not run at the same time: either is
-// All, or two of their paths overlap (equal, or one recursive and the other
-// below it) and at least one of the two writes.
+// None reports whether a touches nothing.
+func (a Accesses) None() bool { return !a.All && len(a.Paths) == 0 }
+
+// Conflicts reports whether a and b may not run at the same time: neither
+// touches nothing, and either is All, or two of their paths overlap
+// (equal, or one recursive and the other below it) and at least one of the
+// two writes.
 func (a Accesses) Conflicts(b Accesses) bool {
+	if a.None() || b.None() {
+		return false
+	}
 	if a.All || b.All {
 		return true
 	}

@@ -88,6 +88,7 @@ var eventKinds = []struct {
 	{EventRequestHeader, decodeAs[HeaderPayload]},
 	{EventRecovering, decodeAs[ErrorPayload]},
 	{EventSnapshot, decodeAs[SnapshotPayload]},
+	{EventToolApproval, decodeAs[ApprovalPayload]},
 }
 
 // decoders maps each kind of eventKinds to its payload decoder.

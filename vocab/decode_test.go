@@ -117,6 +117,8 @@ func goldenEvents() []vocab.Event {
 		{vocab.EventRequestHeader, 1, 1, vocab.HeaderPayload{Reason: "resume", Model: "m-1", System: "Be brief.", MaxTokens: 4096, Tools: []string{"echo", "read_file"}}},
 		{vocab.EventRecovering, 1, 1, vocab.ErrorPayload{Code: vocab.CodeEmptyResponse, Message: "the reply was empty"}},
 		{vocab.EventSnapshot, 0, 0, vocab.SnapshotPayload{Seq: 41, Core: json.RawMessage(`{"v":1,"session":"01J9Z3NDEKTSV4RRFFQ69G5FAV"}`)}},
+		{vocab.EventToolApproval, 1, 1, vocab.ApprovalPayload{Call: call, Question: "Run write_file?", State: vocab.ApprovalAnswered,
+			Decision: vocab.Deny, Reason: "not that file"}},
 	}
 	inputs := []vocab.Input{
 		in(vocab.InSubmit, func(v *vocab.Input) { v.ID = user.ID; v.Message = &user }),
@@ -148,6 +150,11 @@ func goldenEvents() []vocab.Event {
 		in(vocab.InMaintenanceStart, func(v *vocab.Input) { v.ID = "01J9Z3NDEKTSV4RRFFQ69G5FBA" }),
 		in(vocab.InMaintenanceDone, func(v *vocab.Input) { v.ID = "01J9Z3NDEKTSV4RRFFQ69G5FBA" }),
 		in(vocab.InClose, func(v *vocab.Input) { v.ID = "01J9Z3NDEKTSV4RRFFQ69G5FBB" }),
+		in(vocab.InApprove, func(v *vocab.Input) {
+			v.ID = "01J9Z3NDEKTSV4RRFFQ69G5FBC"
+			v.Approval = &vocab.Approval{CallID: "call_1", Decision: vocab.Edit, Args: json.RawMessage(`{"path":"b.txt"}`)}
+		}),
+		in(vocab.InToolDetached, func(v *vocab.Input) { v.Work = 5; v.Text = "build started in the background" }),
 		in(vocab.InModelParts, func(v *vocab.Input) {
 			v.Work = 3
 			v.Parts = []vocab.StreamPart{

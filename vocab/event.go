@@ -68,6 +68,10 @@ const (
 	// restores it and steps the inputs after it. Its payload is a
 	// SnapshotPayload.
 	EventSnapshot EventKind = "core/snapshot"
+	// EventToolApproval records a tool call's approval: asked for,
+	// answered, or abandoned by an abort. Its payload is an
+	// ApprovalPayload.
+	EventToolApproval EventKind = "tool/approval"
 )
 
 // InputEventPrefix starts the kind of every event that records an accepted
@@ -221,6 +225,32 @@ type ToolPayload struct {
 	Call   ToolCall    `json:"call"`
 	Result *ToolResult `json:"result,omitempty"`
 	Update string      `json:"update,omitempty"`
+	// Background is set on the end of a call that ran in the background
+	// (its result becomes a notification, not the turn's tool result).
+	Background bool `json:"background,omitempty"`
+}
+
+// ApprovalState says where a call's approval stands.
+type ApprovalState string
+
+// Approval states.
+const (
+	// ApprovalRequested: the call waits for a person's decision.
+	ApprovalRequested ApprovalState = "requested"
+	// ApprovalAnswered: the person decided (Decision, Reason).
+	ApprovalAnswered ApprovalState = "answered"
+	// ApprovalAborted: the call was aborted while it waited.
+	ApprovalAborted ApprovalState = "aborted"
+)
+
+// ApprovalPayload records a call's approval being asked for, answered or
+// abandoned.
+type ApprovalPayload struct {
+	Call     ToolCall      `json:"call"`
+	Question string        `json:"question,omitempty"`
+	State    ApprovalState `json:"state"`
+	Decision Decision      `json:"decision,omitempty"`
+	Reason   string        `json:"reason,omitempty"`
 }
 
 // RetryPayload describes a scheduled retry of a model request.

@@ -84,12 +84,25 @@ func (c *Core) apply(in vocab.Input) error {
 		if cl := c.callOf(in.Work); cl != nil {
 			cl.work = 0
 			r := *in.Result
-			if r.IsError && r.Code == vocab.CodeToolAborted {
+			switch {
+			case r.IsError && r.Code == vocab.CodeToolAborted && cl.inst != nil && c.m.tool.In(cl.inst, tool.Detached):
+				// A background tool cut off by its cancelled context.
+				c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: c.toolCause(cl)}})
+			case r.IsError && r.Code == vocab.CodeToolAborted:
 				c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.ExecFailed{Message: r.Content}})
-			} else {
+			default:
 				c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.ExecDone{Result: in.Result}}) // Step's own copy, never changed
 			}
 		}
+	case vocab.InToolDetached:
+		c.emitInput(in)
+		if cl := c.callOf(in.Work); cl != nil {
+			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.ExecDetached{Ack: in.Text}})
+		}
+	case vocab.InApprove:
+		c.emitInput(in)
+		c.approve(*in.Approval)
+		c.ack(in)
 	case vocab.InHookDone:
 		c.emitInput(in)
 		p := c.find(in.Work)
@@ -304,6 +317,8 @@ func (c *Core) verdict(p *pending, v vocab.HookVerdict) {
 		c.emit(vocab.EventHookFailed, vocab.HookPayload{Hook: p.work.Hook, Code: v.Err.Code, Message: v.Err.Message})
 	}
 	switch p.work.Hook {
+	case vocab.HookBeforeTool, vocab.HookAfterTool:
+		c.toolHookDone(p, v)
 	case vocab.HookWillBeginStep:
 		switch {
 		case v.Err != nil:
@@ -429,14 +444,25 @@ func (c *Core) timerFired(p *pending) {
 	}
 }
 
-// callOf returns the batch's call that tool work id runs.
+// callOf returns the call, of the batch or of the background, that tool
+// work id runs.
 func (c *Core) callOf(work uint64) *call {
 	for _, cl := range c.batch {
 		if cl.work == work {
 			return cl
 		}
 	}
+	for _, cl := range c.bg {
+		if cl.work == work {
+			return cl
+		}
+	}
 	return nil
+}
+
+// current reports whether cl is a call of the batch or of the background.
+func (c *Core) current(cl *call) bool {
+	return slices.Contains(c.batch, cl) || slices.Contains(c.bg, cl)
 }
 
 // copyInput copies everything in that a caller could still change: caller

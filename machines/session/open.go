@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/loopchart/loopchart/machines/agent"
+	"github.com/loopchart/loopchart/machines/tool"
+	"github.com/loopchart/loopchart/machines/turn"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -85,6 +87,10 @@ func (c *Core) open(in vocab.Input) {
 // maintenance job ends; a close in progress completes. Armed timers are
 // armed again (their Work is re-emitted).
 func (c *Core) recover() {
+	if c.approvalPending() {
+		c.recoverBatch()
+		return
+	}
 	dead := false
 	for _, p := range c.work {
 		if p.kind != WorkTimer {
@@ -108,6 +114,7 @@ func (c *Core) recover() {
 		c.recovering = true
 		cause := vocab.CancelCause{Kind: vocab.CancelInterrupted}
 		c.cause = cause
+		c.interruptBackground()
 		// A wake latched before the crash is not served by the recovery:
 		// the agent rests; a Continue or new input runs the queue.
 		c.agent.Ctx.WakeLatched = false
@@ -139,6 +146,70 @@ func (c *Core) recover() {
 		return
 	}
 	c.rearm(len(c.m.rd.Work))
+}
+
+// approvalPending reports whether the running turn's batch has a call
+// awaiting a person's approval.
+func (c *Core) approvalPending() bool {
+	if c.turn == nil || !c.m.turn.In(c.turn, turn.Running) || c.closing() {
+		return false
+	}
+	for _, cl := range c.batch {
+		if cl.inst != nil && c.m.tool.In(cl.inst, tool.AwaitingApproval) {
+			return true
+		}
+	}
+	return false
+}
+
+// recoverBatch recovers a turn that waits for a person: an approval may
+// come days later, and a restart must not throw the question away. The
+// turn goes on: calls whose execution died get the interrupted result,
+// tool hooks that were running are asked again, background calls end
+// interrupted, timers are armed again; calls awaiting approval still
+// await it, and the calls queued behind them still wait.
+func (c *Core) recoverBatch() {
+	mark := len(c.m.rd.Work)
+	c.recovering = true
+	cause := vocab.CancelCause{Kind: vocab.CancelInterrupted}
+	c.interruptBackground()
+	for _, p := range slices.Clone(c.work) {
+		switch p.kind {
+		case WorkTool:
+			if cl := c.callOf(p.id); cl != nil && slices.Contains(c.batch, cl) {
+				// A second abort settles a started call at once.
+				c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
+				c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
+			}
+		case WorkHook:
+			c.m.rd.Work = append(c.m.rd.Work, p.work) // asked again
+		}
+	}
+	c.run()
+	c.recovering = false
+	kept := c.m.rd.Work[:mark]
+	for _, w := range c.m.rd.Work[mark:] {
+		if w.Op == Start && c.find(w.ID) != nil {
+			kept = append(kept, w)
+		}
+	}
+	c.m.rd.Work = kept
+	c.rearm(mark)
+	for _, a := range c.Approvals() {
+		c.emit(vocab.EventToolApproval, vocab.ApprovalPayload{Call: a.Call, Question: a.Question, State: vocab.ApprovalRequested})
+	}
+}
+
+// interruptBackground ends every background call: its work died with the
+// process that ran it.
+func (c *Core) interruptBackground() {
+	cause := vocab.CancelCause{Kind: vocab.CancelInterrupted}
+	for _, cl := range slices.Clone(c.bg) {
+		if cl.inst != nil && c.m.tool.In(cl.inst, tool.Detached) {
+			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
+		}
+	}
+	c.run()
 }
 
 // rearm re-emits the start of every timer that was armed before the Work

@@ -22,7 +22,7 @@ const (
 	reqStartTurn                    // make the turn instance of the turn begun
 	reqNewTool                      // make call's tool machine instance
 	reqLaunch                       // launch call's execution (exec.started, then the work)
-	reqContinueBatch                // after an outcome: the next call, or skip the rest
+	reqSchedule                     // launch the batch's calls whose turn has come
 	reqDrainStopping                // the drain's second phase: turn-stopping listeners
 	reqDrainFinish                  // the drain's last phase: claim input or not
 	reqStopAll                      // close: cancel all work, ask the adapter to stop
@@ -30,11 +30,10 @@ const (
 
 // fireReq is one entry of the run-to-completion queue.
 type fireReq struct {
-	kind      reqKind
-	ev        chart.Event
-	call      *call
-	stopBatch bool
-	cfg       *turn.Config // reqStartTurn only (a pointer keeps every entry small: entries are copied in and out)
+	kind reqKind
+	ev   chart.Event
+	call *call
+	cfg  *turn.Config // reqStartTurn only (a pointer keeps every entry small: entries are copied in and out)
 }
 
 func (c *Core) enqueue(r fireReq) { c.m.q = append(c.m.q, r) }
@@ -62,7 +61,7 @@ func (c *Core) run() {
 				continue
 			}
 		case reqTool:
-			if r.call.inst == nil || c.m.tool.IsFinal(r.call.inst) || !slices.Contains(c.batch, r.call) {
+			if r.call.inst == nil || c.m.tool.IsFinal(r.call.inst) || !c.current(r.call) {
 				continue
 			}
 			if err := c.m.tool.Fire(r.call.inst, r.ev, &c.m.out); err != nil {
@@ -81,8 +80,8 @@ func (c *Core) run() {
 		case reqLaunch:
 			c.launch(r.call)
 			continue
-		case reqContinueBatch:
-			c.continueBatch(r.stopBatch)
+		case reqSchedule:
+			c.schedule()
 			continue
 		case reqDrainStopping:
 			c.drainStopping()
@@ -277,12 +276,14 @@ func (c *Core) beginTurn(f agent.StartTurn) {
 // the turn twice (an aborting turn takes a second abort as "stop waiting").
 func (c *Core) hardStop(cause vocab.CancelCause) {
 	for _, cl := range c.batch {
-		if cl.inst != nil {
+		switch {
+		case cl.inst == nil:
+			cl.abort = &cause
+		case c.m.tool.In(cl.inst, tool.After) || c.m.tool.IsFinal(cl.inst) || c.m.tool.In(cl.inst, tool.Detached):
+		default:
 			// A second abort settles a started call as aborted at once.
 			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
 			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
-		} else {
-			cl.abort = &cause
 		}
 	}
 	c.enqueue(fireReq{kind: reqTurn, ev: turn.Abort{Cause: cause}})
@@ -500,7 +501,7 @@ func (m *Machines) newTool(ctx tool.Ctx) *tool.Instance {
 // spare from the next Step on.
 func (c *Core) retireTools() {
 	for _, cl := range c.batch {
-		if cl.inst != nil {
+		if cl.inst != nil && !c.m.tool.In(cl.inst, tool.Detached) {
 			c.m.deadTools = append(c.m.deadTools, cl.inst)
 			cl.inst = nil
 		}

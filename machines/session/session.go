@@ -42,6 +42,7 @@
 package session
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -81,6 +82,8 @@ type Hooks struct {
 	TurnStopping       bool `json:"turnStopping,omitempty"`
 	BeforeSubmitPrompt bool `json:"beforeSubmitPrompt,omitempty"`
 	RequestError       bool `json:"requestError,omitempty"`
+	BeforeTool         bool `json:"beforeTool,omitempty"`
+	AfterTool          bool `json:"afterTool,omitempty"`
 }
 
 // Config is fixed for the life of a session. The zero value of every
@@ -106,7 +109,18 @@ type Config struct {
 	HardStop time.Duration `json:"hardStop,omitempty"`
 	// Hooks says which hook slots have handlers.
 	Hooks Hooks `json:"hooks"`
+	// MaxParallelTools caps how many calls of a batch run at once; 0
+	// means 10.
+	MaxParallelTools int `json:"maxParallelTools,omitempty"`
+	// CaseSensitivePaths turns off case folding when tool paths are
+	// compared for conflicts (on by default: on a case-insensitive file
+	// system "A.txt" and "a.txt" are one file).
+	CaseSensitivePaths bool `json:"caseSensitivePaths,omitempty"`
 }
+
+// DefaultMaxParallelTools is how many calls of a batch run at once by
+// default (seed-semantics §3.6).
+const DefaultMaxParallelTools = 10
 
 // Validate reports the first invalid field.
 func (c Config) Validate() error {
@@ -123,10 +137,20 @@ func (c Config) Validate() error {
 		return vocab.Errorf(vocab.CodeBadInput, "session: negative AbortGrace %s", c.AbortGrace)
 	case c.HardStop < 0:
 		return vocab.Errorf(vocab.CodeBadInput, "session: negative HardStop %s", c.HardStop)
+	case c.MaxParallelTools < 0:
+		return vocab.Errorf(vocab.CodeBadInput, "session: negative MaxParallelTools %d", c.MaxParallelTools)
 	}
 	for i, t := range c.Tools {
 		if t.Name == "" {
 			return vocab.Errorf(vocab.CodeBadInput, "session: tool %d has no name", i)
+		}
+		for _, d := range t.Access {
+			if d.Field == "" || !d.Mode.Valid() {
+				return vocab.Errorf(vocab.CodeBadInput, "session: tool %q declares access %+v: needs a field and a mode (read, search, write, readwrite)", t.Name, d)
+			}
+		}
+		if t.NoAccess && len(t.Access) > 0 {
+			return vocab.Errorf(vocab.CodeBadInput, "session: tool %q declares accesses and none", t.Name)
 		}
 	}
 	return nil
@@ -147,6 +171,10 @@ func HooksOf(slots []vocab.HookName) Hooks {
 			h.BeforeSubmitPrompt = true
 		case vocab.HookRequestError:
 			h.RequestError = true
+		case vocab.HookBeforeTool:
+			h.BeforeTool = true
+		case vocab.HookAfterTool:
+			h.AfterTool = true
 		}
 	}
 	return h
@@ -158,6 +186,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HardStop == 0 {
 		c.HardStop = agent.DefaultHardStop
+	}
+	if c.MaxParallelTools == 0 {
+		c.MaxParallelTools = DefaultMaxParallelTools
 	}
 	return c
 }
@@ -231,10 +262,10 @@ type Core struct {
 	// streamed parts, for salvage.
 	model uint64
 	reply Assembler
-	// batch is the current tool batch in the model's order; next is the
-	// next call the sequential scheduler launches.
+	// batch is the current tool batch in the model's order; bg holds the
+	// calls of earlier batches that went on in the background.
 	batch []*call
-	next  int
+	bg    []*call
 
 	work    []*pending // outstanding work, in start order
 	workSeq uint64
@@ -269,17 +300,6 @@ type Core struct {
 	recovering bool
 
 	ids vocab.EventIDs
-}
-
-// call is one tool call of the batch.
-type call struct {
-	Call vocab.ToolCall
-	inst *tool.Instance
-	work uint64 // tool work while launched
-	// skip and abort say how the call ends when its machine is made:
-	// skipped (a previous call stopped the batch) or aborted.
-	skip  bool
-	abort *vocab.CancelCause
 }
 
 // New returns the core of a new session with cfg, firing its machines on
@@ -459,7 +479,8 @@ func (c *Core) Validate(in vocab.Input) error {
 	case vocab.InHooks:
 		for _, h := range in.Slots {
 			switch h {
-			case vocab.HookWillBeginStep, vocab.HookDidFinishStep, vocab.HookTurnStopping, vocab.HookBeforeSubmitPrompt, vocab.HookRequestError:
+			case vocab.HookWillBeginStep, vocab.HookDidFinishStep, vocab.HookTurnStopping, vocab.HookBeforeSubmitPrompt, vocab.HookRequestError,
+				vocab.HookBeforeTool, vocab.HookAfterTool:
 			default:
 				return vocab.Errorf(vocab.CodeBadInput, "hooks: unknown slot %q", h)
 			}
@@ -496,6 +517,33 @@ func (c *Core) Validate(in vocab.Input) error {
 	case vocab.InHookDone:
 		if in.Work == 0 || in.Hook == nil {
 			return vocab.Errorf(vocab.CodeBadInput, "hook.done: needs work and a verdict")
+		}
+		if in.Hook.Args != nil && !json.Valid(in.Hook.Args) {
+			return vocab.Errorf(vocab.CodeBadInput, "hook.done: rewritten arguments are not valid JSON")
+		}
+	case vocab.InToolDetached:
+		if in.Work == 0 {
+			return vocab.Errorf(vocab.CodeBadInput, "tool.detached: no work id")
+		}
+	case vocab.InApprove:
+		if c.closing() {
+			return vocab.Errorf(vocab.CodeClosed, "session %s is closing", c.cfg.Session)
+		}
+		a := in.Approval
+		if a == nil || a.CallID == "" {
+			return vocab.Errorf(vocab.CodeBadInput, "approve: no call id")
+		}
+		switch a.Decision {
+		case vocab.Approve, vocab.Deny:
+		case vocab.Edit:
+			if !json.Valid(a.Args) {
+				return vocab.Errorf(vocab.CodeBadInput, "approve: edited arguments of %s are not valid JSON", a.CallID)
+			}
+		default:
+			return vocab.Errorf(vocab.CodeBadInput, "approve: unknown decision %q", a.Decision)
+		}
+		if c.awaiting(a.CallID) == nil {
+			return vocab.Errorf(vocab.CodeNotAwaiting, "approve: call %s is not awaiting approval", a.CallID)
 		}
 	case vocab.InStopped:
 	case vocab.InOpen:
@@ -650,6 +698,8 @@ type Work struct {
 	// Err and Attempt describe the failure (request-error).
 	Err     *vocab.Error `json:"error,omitempty"`
 	Attempt int          `json:"attempt,omitempty"`
+	// Result is the call's result an after-tool chain sees (hook).
+	Result *vocab.ToolResult `json:"result,omitempty"`
 	// Deadline is when the timer fires (timer).
 	Deadline time.Time `json:"deadline,omitzero"`
 	// Input is the id of the caller input that asked for the work

@@ -2928,8 +2928,7 @@ func equalMsg(a, b vocab.Message) bool {
 		if (ra.Delivery == nil) != (rb.Delivery == nil) || ra.Delivery != nil && !reflect.DeepEqual(ra.Delivery, rb.Delivery) {
 			return false
 		}
-		ra.Delivery, rb.Delivery = nil, nil
-		if ra != rb {
+		if !reflect.DeepEqual(ra, rb) {
 			return false
 		}
 	}

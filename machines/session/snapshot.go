@@ -13,7 +13,7 @@ import (
 )
 
 // SnapshotVersion is the format version of Snapshot.
-const SnapshotVersion = 1
+const SnapshotVersion = 2
 
 // snapshot is the whole core as data.
 type snapshot struct {
@@ -36,7 +36,7 @@ type snapshot struct {
 	Reply      *vocab.Message            `json:"reply,omitempty"`
 	ReplyOpen  bool                      `json:"replyOpen,omitempty"`
 	Batch      []callSnapshot            `json:"batch,omitempty"`
-	Next       int                       `json:"next,omitempty"`
+	Background []callSnapshot            `json:"background,omitempty"`
 	Work       []pendingSnapshot         `json:"work,omitempty"`
 	WorkSeq    uint64                    `json:"workSeq"`
 	Seq        uint64                    `json:"seq"`
@@ -58,6 +58,11 @@ type callSnapshot struct {
 	Work  uint64                    `json:"work,omitempty"`
 	Skip  bool                      `json:"skip,omitempty"`
 	Abort *vocab.CancelCause        `json:"abort,omitempty"`
+	// Access, Ready, Launched and Hook are the scheduler's view of it.
+	Access   vocab.Accesses `json:"access,omitzero"`
+	Ready    bool           `json:"ready,omitempty"`
+	Launched bool           `json:"launched,omitempty"`
+	Hook     uint64         `json:"hook,omitempty"`
 }
 
 type pendingSnapshot struct {
@@ -87,7 +92,7 @@ func (c *Core) Snapshot() ([]byte, error) {
 	}
 	s := snapshot{Version: SnapshotVersion, Config: c.cfg, Agent: c.m.agent.Snapshot(c.agent), TurnNo: c.turnNo, Step: c.step,
 		Prompt: c.prompt, StepOpen: c.stepOpen, InTurn: c.inTurn, Resume: c.resume, Concluded: c.concluded, LastFinish: c.lastFinish,
-		StopReason: c.stopReason, Claim: c.claim, History: c.history, Model: c.model, Next: c.next, WorkSeq: c.workSeq,
+		StopReason: c.stopReason, Claim: c.claim, History: c.history, Model: c.model, WorkSeq: c.workSeq,
 		Seq: c.seq, Now: c.now, Status: c.status, Prompts: c.prompts, Closed: c.closed, Used: c.usedList,
 		Opened: c.opened, Header: c.header, Sources: c.reply.sources}
 	if c.turn != nil {
@@ -103,12 +108,10 @@ func (c *Core) Snapshot() ([]byte, error) {
 		s.ReplyKind, s.ReplyBuf = c.reply.kind, c.reply.buf.String()
 	}
 	for _, cl := range c.batch {
-		cs := callSnapshot{Call: cl.Call, Work: cl.work, Skip: cl.skip, Abort: cl.abort}
-		if cl.inst != nil {
-			t := c.m.tool.Snapshot(cl.inst)
-			cs.Inst = &t
-		}
-		s.Batch = append(s.Batch, cs)
+		s.Batch = append(s.Batch, c.callSnapshot(cl))
+	}
+	for _, cl := range c.bg {
+		s.Background = append(s.Background, c.callSnapshot(cl))
 	}
 	for _, p := range c.work {
 		s.Work = append(s.Work, pendingSnapshot{ID: p.id, Kind: p.kind, Turn: p.turn, Claimed: p.claimed,
@@ -139,7 +142,7 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 	}
 	c := &Core{cfg: s.Config, m: m, live: map[vocab.ID]struct{}{}, turnNo: s.TurnNo, step: s.Step, prompt: s.Prompt,
 		stepOpen: s.StepOpen, inTurn: s.InTurn, resume: s.Resume, concluded: s.Concluded, lastFinish: s.LastFinish,
-		stopReason: s.StopReason, claim: s.Claim, history: s.History, model: s.Model, next: s.Next, workSeq: s.WorkSeq,
+		stopReason: s.StopReason, claim: s.Claim, history: s.History, model: s.Model, workSeq: s.WorkSeq,
 		seq: s.Seq, now: s.Now, status: s.Status, prompts: s.Prompts, closed: s.Closed, opened: s.Opened, header: s.Header}
 	var err error
 	if c.agent, err = m.agent.Restore(s.Agent); err != nil {
@@ -165,16 +168,18 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 	}
 	c.indexCalls()
 	for _, cs := range s.Batch {
-		cl := &call{Call: cs.Call, work: cs.Work, skip: cs.Skip, abort: cs.Abort}
-		if cs.Inst != nil {
-			if cl.inst, err = m.tool.Restore(*cs.Inst); err != nil {
-				return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: %w", err)
-			}
+		cl, err := restoreCall(cs, m)
+		if err != nil {
+			return nil, err
 		}
 		c.batch = append(c.batch, cl)
 	}
-	if c.next > len(c.batch) || c.next < 0 {
-		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: next call %d of %d", c.next, len(c.batch))
+	for _, cs := range s.Background {
+		cl, err := restoreCall(cs, m)
+		if err != nil {
+			return nil, err
+		}
+		c.bg = append(c.bg, cl)
 	}
 	for _, ps := range s.Work {
 		if ps.ID == 0 || ps.ID > c.workSeq {
@@ -204,4 +209,26 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 	}
 	c.prompts = slices.Clip(c.prompts)
 	return c, nil
+}
+
+func (c *Core) callSnapshot(cl *call) callSnapshot {
+	cs := callSnapshot{Call: cl.Call, Work: cl.work, Skip: cl.skip, Abort: cl.abort, Access: cl.acc, Ready: cl.ready,
+		Launched: cl.launched, Hook: cl.hook}
+	if cl.inst != nil {
+		t := c.m.tool.Snapshot(cl.inst)
+		cs.Inst = &t
+	}
+	return cs
+}
+
+func restoreCall(cs callSnapshot, m *Machines) (*call, error) {
+	cl := &call{Call: cs.Call, work: cs.Work, skip: cs.Skip, abort: cs.Abort, acc: cs.Access, ready: cs.Ready,
+		launched: cs.Launched, hook: cs.Hook}
+	if cs.Inst != nil {
+		var err error
+		if cl.inst, err = m.tool.Restore(*cs.Inst); err != nil {
+			return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: %w", err)
+		}
+	}
+	return cl, nil
 }

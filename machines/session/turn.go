@@ -27,16 +27,7 @@ func (c *Core) turnEffect(eff chart.Effect) {
 		c.emit(vocab.EventRetry, vocab.RetryPayload{FailedAttempt: f.FailedAttempt, NextAttempt: f.NextAttempt,
 			MaxAttempts: f.MaxAttempts, Delay: f.Delay, Code: f.Code, Message: f.Message})
 	case turn.SpawnTools:
-		c.batch = c.batch[:0]
-		for _, tc := range f.Calls {
-			c.batch = append(c.batch, &call{Call: tc})
-			// Every call of the batch is on the log before any runs, so
-			// a call that never starts (a cancel, a close) still has its
-			// tool/call beside its result.
-			c.emit(vocab.EventToolCall, vocab.ToolPayload{Call: tc})
-		}
-		c.next = 0
-		c.startNext()
+		c.admit(f.Calls)
 	case turn.CancelTools:
 		c.cancelTools(f.Cause)
 	case turn.CommitResults:
@@ -162,116 +153,6 @@ func (c *Core) commitReply(f turn.CommitReply) {
 	c.reply.Reset()
 }
 
-// ---- tools: the batch scheduler (sequential: one call at a time, in the
-// model's order) ----
-
-// startNext makes the tool machine of the batch's next call; it launches
-// itself once its before-hooks let it (see toolEffect).
-func (c *Core) startNext() {
-	if c.next >= len(c.batch) {
-		return
-	}
-	cl := c.batch[c.next]
-	c.next++
-	c.enqueue(fireReq{kind: reqNewTool, call: cl})
-}
-
-// continueBatch runs after a call's outcome reached the turn.
-func (c *Core) continueBatch(stopBatch bool) {
-	if c.turn == nil || !c.m.turn.In(c.turn, turn.Running) {
-		return
-	}
-	if stopBatch {
-		for _, cl := range c.batch[c.next:] {
-			cl.skip = true
-		}
-		for c.next < len(c.batch) {
-			c.startNext()
-		}
-		return
-	}
-	c.startNext()
-}
-
-// launch starts a call's execution: exec.started on its machine (refused
-// when it was aborted first: then it never runs), then the work.
-func (c *Core) launch(cl *call) {
-	if cl.inst == nil || c.m.tool.IsFinal(cl.inst) || !slices.Contains(c.batch, cl) {
-		return
-	}
-	c.m.out.Reset()
-	if err := c.m.tool.Fire(cl.inst, tool.ExecStarted{}, &c.m.out); err != nil {
-		return
-	}
-	c.settle(fireReq{kind: reqTool, call: cl})
-	tc := cl.inst.Ctx.Call
-	tc.Args = slices.Clone(tc.Args) // the tool's own copy
-	c.emit(vocab.EventToolExecutionStart, vocab.ToolPayload{Call: tc})
-	c.start(&pending{kind: WorkTool, turn: c.turnNo}, Work{Call: &tc})
-	cl.work = c.workSeq
-	c.enqueue(fireReq{kind: reqTurn, ev: turn.ToolStarted{CallID: cl.Call.ID}})
-}
-
-func (c *Core) toolEffect(cl *call, eff chart.Effect) {
-	switch f := eff.(type) {
-	case tool.RunBefore:
-		switch {
-		case cl.abort != nil:
-			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: *cl.abort}})
-		case cl.skip:
-			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.BeforeDeny{Result: &vocab.ToolResult{
-				Content: "Tool skipped because a previous tool call stopped the batch.", IsError: true, Code: vocab.CodeToolDenied}}})
-		default:
-			// No before-hook slot exists yet: the call proceeds as is.
-			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.BeforeProceed{}})
-		}
-	case tool.Execute:
-		c.enqueue(fireReq{kind: reqLaunch, call: cl})
-	case tool.Progress:
-		c.emit(vocab.EventToolExecutionUpdate, vocab.ToolPayload{Call: cl.Call, Update: f.Text})
-	case tool.CancelExecution:
-		if cl.work != 0 {
-			// The call is told to stop and keeps its grace: its result
-			// still lands if it comes in time.
-			cause := f.Cause
-			c.m.rd.Work = append(c.m.rd.Work, Work{ID: cl.work, Op: Cancel, Kind: WorkTool, Cause: &cause})
-		}
-	case tool.RunAfter:
-		// No after-hook slot exists yet: the result stands.
-		c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.AfterDone{Result: f.Result}})
-	case tool.Outcome:
-		if cl.work != 0 {
-			c.drop(cl.work) // a result that comes after the outcome is stale
-			cl.work = 0
-		}
-		res := f.Result // shared with the tool's context, never changed
-		c.emit(vocab.EventToolExecutionEnd, vocab.ToolPayload{Call: cl.Call, Result: res})
-		c.enqueue(fireReq{kind: reqTurn, ev: turn.ToolOutcome{Result: res}})
-		c.enqueue(fireReq{kind: reqContinueBatch, stopBatch: res.StopBatchAfterThis})
-	case chart.StartTimer:
-		c.startTimer("tool", cl.Call.ID, f, c.turnNo)
-	case chart.CancelTimer:
-		c.cancelTimer("tool", cl.Call.ID, f)
-	}
-}
-
-// cancelTools aborts every call of the batch: started ones get their
-// grace, the rest end "aborted before execution".
-func (c *Core) cancelTools(cause vocab.CancelCause) {
-	for i, cl := range c.batch {
-		switch {
-		case cl.inst != nil:
-			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
-		case i < c.next:
-			cl.abort = &cause // its machine is about to be made
-		default:
-			cl.abort = &cause
-			c.enqueue(fireReq{kind: reqNewTool, call: cl})
-		}
-	}
-	c.next = len(c.batch)
-}
-
 // commitResults writes the batch's results to history in the model's
 // order and ends the batch.
 func (c *Core) commitResults(results []*vocab.ToolResult) {
@@ -293,6 +174,14 @@ func (c *Core) commitResults(results []*vocab.ToolResult) {
 // grace) is cancelled and their results will be stale.
 func (c *Core) endBatch() {
 	for _, cl := range c.batch {
+		if cl.inst != nil && c.m.tool.In(cl.inst, tool.Detached) {
+			c.bg = append(c.bg, cl) // it goes on in the background
+			continue
+		}
+		if cl.hook != 0 {
+			c.cancel(cl.hook, vocab.CancelCause{Kind: vocab.CancelUser})
+			cl.hook = 0
+		}
 		if cl.work != 0 {
 			c.cancel(cl.work, vocab.CancelCause{Kind: vocab.CancelUser})
 			cl.work = 0
@@ -307,7 +196,7 @@ func (c *Core) endBatch() {
 	}
 	c.retireTools()
 	clear(c.batch)
-	c.batch, c.next = c.batch[:0], 0
+	c.batch = c.batch[:0]
 }
 
 // ---- the drain ----

@@ -39,14 +39,20 @@ type BeforeDeny struct {
 }
 
 // BeforeAsk: the before-hook wants a person to approve the call first.
-type BeforeAsk struct{ Question string }
+// Call, as in BeforeProceed, may rewrite the call the person is asked
+// about.
+type BeforeAsk struct {
+	Question string
+	Call     vocab.ToolCall
+}
 
 // BeforeFailed: the before-hook failed or panicked; the call fails with a
 // vocab.CodeHook error result and never runs.
 type BeforeFailed struct{ Message string }
 
-// Approve: the person approved the pending call.
-type Approve struct{}
+// Approve: the person approved the pending call. Call, as in
+// BeforeProceed, may edit it (new arguments) before it runs.
+type Approve struct{ Call vocab.ToolCall }
 
 // Reject: the person refused the pending call.
 type Reject struct{ Reason string }

@@ -96,16 +96,8 @@ func act(run func(c *Ctx, ev chart.Event, out *chart.Out), effects ...string) *a
 
 var (
 	aEnterBefore = act(func(c *Ctx, _ chart.Event, out *chart.Out) { out.Emit(RunBefore{Call: &c.Call}) }, "run-before")
-	aProceed     = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
-		nc := ev.(BeforeProceed).Call
-		if nc.Name != "" && nc.Name != c.Call.Name {
-			c.Call.Name, c.Rewritten = nc.Name, true
-		}
-		if nc.Args != nil && string(nc.Args) != string(c.Call.Args) {
-			c.Call.Args, c.Rewritten = nc.Args, true
-		}
-	})
-	aDeny = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
+	aProceed     = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { c.rewrite(ev.(BeforeProceed).Call) })
+	aDeny        = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		d := ev.(BeforeDeny)
 		if d.Result == nil {
 			c.setResult(denied(c.Call, "was denied by a before-hook", d.Reason))
@@ -118,7 +110,11 @@ var (
 		}
 		c.setResult(r)
 	})
-	aAsk           = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { c.Approval = &Approval{Question: ev.(BeforeAsk).Question} })
+	aAsk = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
+		a := ev.(BeforeAsk)
+		c.rewrite(a.Call)
+		c.Approval = &Approval{Question: a.Question}
+	})
 	aEnterAwaiting = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
 		var q string
 		if c.Approval != nil {
@@ -134,8 +130,11 @@ var (
 		c.Approval = nil
 		c.setResult(vocab.AbortedResult(c.Call, false, *c.Abort))
 	})
-	aApprove = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Approval = nil })
-	aReject  = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
+	aApprove = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
+		c.Approval = nil
+		c.rewrite(ev.(Approve).Call)
+	})
+	aReject = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		c.Approval = nil
 		c.setResult(denied(c.Call, "was not approved", ev.(Reject).Reason))
 	})
@@ -222,6 +221,17 @@ var (
 		out.Emit(Outcome{Result: c.resultRef(), Background: c.Detached})
 	}, "outcome")
 )
+
+// rewrite applies a hook's or a person's rewrite of the call: a non-empty
+// name or non-nil arguments replace the call's.
+func (c *Ctx) rewrite(nc vocab.ToolCall) {
+	if nc.Name != "" && nc.Name != c.Call.Name {
+		c.Call.Name, c.Rewritten = nc.Name, true
+	}
+	if nc.Args != nil && string(nc.Args) != string(c.Call.Args) {
+		c.Call.Args, c.Rewritten = nc.Args, true
+	}
+}
 
 // setAbort records the first abort's cause; a second abort keeps it.
 func (c *Ctx) setAbort(ev chart.Event) {
