@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/cockroachdb/datadriven v1.0.3
 	github.com/google/go-cmp v0.7.0
+	github.com/google/jsonschema-go v0.4.3
 	github.com/oklog/ulid/v2 v2.1.2
 	github.com/qmuntal/stateless v1.7.2
 	go.uber.org/goleak v1.3.0

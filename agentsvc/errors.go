@@ -87,4 +87,9 @@ var (
 	ErrClaimLost = vocab.CodeClaimLost.Err()
 	// ErrLoadFailed: the session's log could not be read or folded (Open).
 	ErrLoadFailed = vocab.CodeLoadFailed.Err()
+	// ErrNotAwaiting: Approve named a tool call that is not awaiting
+	// approval (never asked, answered already, or aborted).
+	ErrNotAwaiting = vocab.CodeNotAwaiting.Err()
+	// ErrBadInput: a caller's input is malformed (see the message).
+	ErrBadInput = vocab.CodeBadInput.Err()
 )

@@ -70,7 +70,7 @@ func testTools(clk clock.Clock) []vocab.Tool {
 			return "stubborn done", nil
 		}),
 		&resultTool{name: "stopper", res: vocab.ToolResult{Content: "stopping", StopTurn: true, StopReason: "tool asked to stop"}},
-		&resultTool{name: "batchstop", res: vocab.ToolResult{Content: "enough", StopBatchAfterThis: true}},
+		&resultTool{name: "batchstop", res: vocab.ToolResult{Content: "enough"}, stop: true},
 		tools.Func("broken", "always fails", `{}`, func(context.Context, args) (string, error) { return "", errors.New("broken on purpose") }),
 	}
 }
@@ -78,9 +78,10 @@ func testTools(clk clock.Clock) []vocab.Tool {
 type resultTool struct {
 	name string
 	res  vocab.ToolResult
+	stop bool // declares that it stops its batch
 }
 
-func (r *resultTool) Spec() vocab.ToolSpec { return vocab.ToolSpec{Name: r.name} }
+func (r *resultTool) Spec() vocab.ToolSpec { return vocab.ToolSpec{Name: r.name, StopBatch: r.stop} }
 func (r *resultTool) Run(context.Context, vocab.ToolCall, func(string)) (vocab.ToolResult, error) {
 	return r.res, nil
 }

@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"iter"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -90,6 +91,18 @@ type Options struct {
 	// reply; 0 means none (parts are merged only while the session is
 	// busy).
 	StreamFlush time.Duration
+	// MaxParallelTools caps how many tool calls of one step run at once;
+	// 0 means 10. Calls that conflict never run together.
+	MaxParallelTools int
+	// CaseSensitivePaths turns off case folding when tool paths are
+	// compared for conflicts.
+	CaseSensitivePaths bool
+	// Spill keeps tool outputs longer than SpillChars characters (0 means
+	// 50,000) outside the history: the model sees their head and a
+	// reference it can page through with the read_output tool (added to
+	// Tools when Spill is set). Without Spill such outputs are cut.
+	Spill      tools.Blobs
+	SpillChars int
 }
 
 // Service is an AgentLoopService: one agent session. All methods are safe
@@ -114,12 +127,19 @@ type Service struct {
 	// queue, re-checked after all listeners ran, so registration order
 	// cannot change the outcome. A listener's error is logged (hook/failed).
 	OnTurnStopping *hooks.SerialSlot[StepInfo, struct{}]
+	// OnBeforeTool judges every tool call before it runs: a handler may
+	// rewrite its arguments, deny it (the model gets the denial), or ask a
+	// person (Ask: the call waits for Approve). An error fails the call.
+	OnBeforeTool *hooks.Slot[*ToolCallContext]
+	// OnAfterTool sees every call's result and may rewrite it. An error
+	// fails the call.
+	OnAfterTool *hooks.Slot[*ToolResultContext]
 
 	errors *hooks.Slot[*ErrorContext]
 
 	slotMu   sync.Mutex
 	slotSet  bool
-	slotMask uint8
+	slotMask uint16
 	slotList []vocab.HookName
 }
 
@@ -156,6 +176,35 @@ type StepEndContext struct {
 	Reason   string
 }
 
+// ToolCallContext is what OnBeforeTool handlers see and may change.
+type ToolCallContext struct {
+	StepInfo
+	// Call is the call as the model made it (or as an earlier handler
+	// rewrote it): a handler may change Args.
+	Call vocab.ToolCall
+	// History is the conversation so far, read-only.
+	History vocab.History
+	// Deny refuses the call: the model gets Result when set, else a
+	// denial naming Reason.
+	Deny   bool
+	Reason string
+	Result *vocab.ToolResult
+	// Ask holds the call for a person: the question they see. The call
+	// waits, durably, until Service.Approve answers it.
+	Ask string
+}
+
+// ToolResultContext is what OnAfterTool handlers see and may change.
+type ToolResultContext struct {
+	StepInfo
+	// Call is the call that ran, read-only.
+	Call vocab.ToolCall
+	// Result is the call's result: a handler may rewrite it.
+	Result vocab.ToolResult
+	// History is the conversation so far, read-only.
+	History vocab.History
+}
+
 // PromptContext is what OnBeforeSubmitPrompt handlers see and may change.
 type PromptContext struct {
 	Prompt vocab.Message
@@ -180,7 +229,20 @@ func start(opt Options, folded *store.Folded) (*Service, error) {
 		OnDidFinishStep:      hooks.NewSlot[*StepEndContext]("OnDidFinishStep"),
 		OnBeforeSubmitPrompt: hooks.NewSlot[*PromptContext]("OnBeforeSubmitPrompt"),
 		OnTurnStopping:       hooks.NewSerialSlot[StepInfo, struct{}]("OnTurnStopping"),
+		OnBeforeTool:         hooks.NewSlot[*ToolCallContext]("OnBeforeTool"),
+		OnAfterTool:          hooks.NewSlot[*ToolResultContext]("OnAfterTool"),
 		errors:               hooks.NewSlot[*ErrorContext]("LoopErrorHandlers"),
+	}
+	if opt.SpillChars < 0 || opt.MaxParallelTools < 0 {
+		return nil, vocab.Errorf(vocab.CodeBadInput, "agentsvc: negative SpillChars or MaxParallelTools")
+	}
+	if opt.Spill != nil {
+		if err := reg.Add(tools.ReadOutput(opt.Spill)); err != nil {
+			return nil, err
+		}
+	}
+	if err := reg.SetSpill(opt.Spill, opt.SpillChars); err != nil {
+		return nil, err
 	}
 	var sink eventlog.Sink
 	if opt.Sink != nil {
@@ -191,7 +253,10 @@ func start(opt Options, folded *store.Folded) (*Service, error) {
 		Provider: opt.Provider, Tools: reg, Clock: opt.Clock, IDs: opt.IDs, Sink: sink, Window: opt.Window, Logger: opt.Logger,
 		Jitter: opt.Jitter, System: opt.System, Model: opt.Model, MaxTokens: opt.MaxTokens, StreamFlush: opt.StreamFlush,
 		MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop,
+		MaxParallelTools: opt.MaxParallelTools, CaseSensitivePaths: opt.CaseSensitivePaths,
 		Hooks: map[vocab.HookName]engine.HookFunc{
+			vocab.HookBeforeTool:         s.beforeTool,
+			vocab.HookAfterTool:          s.afterTool,
 			vocab.HookWillBeginStep:      s.willBeginStep,
 			vocab.HookDidFinishStep:      s.didFinishStep,
 			vocab.HookTurnStopping:       s.turnStopping,
@@ -213,9 +278,9 @@ func start(opt Options, folded *store.Folded) (*Service, error) {
 // every batch of inputs, so the answer is cached while the set is the
 // same.
 func (s *Service) slots() []vocab.HookName {
-	var mask uint8
+	var mask uint16
 	for i, n := range [...]int{s.OnWillBeginStep.Len(), s.OnDidFinishStep.Len(), s.OnTurnStopping.Len(),
-		s.OnBeforeSubmitPrompt.Len(), s.errors.Len()} {
+		s.OnBeforeSubmitPrompt.Len(), s.errors.Len(), s.OnBeforeTool.Len(), s.OnAfterTool.Len()} {
 		if n > 0 {
 			mask |= 1 << i
 		}
@@ -227,7 +292,7 @@ func (s *Service) slots() []vocab.HookName {
 	}
 	var out []vocab.HookName
 	for i, h := range [...]vocab.HookName{vocab.HookWillBeginStep, vocab.HookDidFinishStep, vocab.HookTurnStopping,
-		vocab.HookBeforeSubmitPrompt, vocab.HookRequestError} {
+		vocab.HookBeforeSubmitPrompt, vocab.HookRequestError, vocab.HookBeforeTool, vocab.HookAfterTool} {
 		if mask&(1<<i) != 0 {
 			out = append(out, h)
 		}
@@ -290,6 +355,42 @@ func (s *Service) beforeSubmitPrompt(ctx context.Context, call engine.HookCall) 
 		return vocab.HookVerdict{Rewritten: &m}
 	}
 	return vocab.HookVerdict{}
+}
+
+func (s *Service) beforeTool(ctx context.Context, call engine.HookCall) vocab.HookVerdict {
+	orig := *call.Call
+	c, err := s.OnBeforeTool.RunWaterfall(ctx, &ToolCallContext{StepInfo: StepInfo(call.Info), Call: vocab.ToolCall{ID: orig.ID,
+		Name: orig.Name, Args: slices.Clone(orig.Args)}, History: call.History}, nil)
+	if err != nil {
+		return failed(err)
+	}
+	if c == nil {
+		return vocab.HookVerdict{}
+	}
+	if c.Deny {
+		return vocab.HookVerdict{Refuse: true, Reason: c.Reason, Result: c.Result}
+	}
+	v := vocab.HookVerdict{Ask: c.Ask}
+	if string(c.Call.Args) != string(orig.Args) {
+		if !json.Valid(c.Call.Args) {
+			return vocab.HookVerdict{Err: &vocab.Error{Code: vocab.CodeHook, Message: "OnBeforeTool rewrote the arguments into invalid JSON"}}
+		}
+		v.Args = c.Call.Args
+	}
+	return v
+}
+
+func (s *Service) afterTool(ctx context.Context, call engine.HookCall) vocab.HookVerdict {
+	c, err := s.OnAfterTool.RunWaterfall(ctx, &ToolResultContext{StepInfo: StepInfo(call.Info), Call: *call.Call,
+		Result: vocab.CloneResult(*call.Result), History: call.History}, nil)
+	if err != nil {
+		return failed(err)
+	}
+	if c == nil {
+		return vocab.HookVerdict{}
+	}
+	r := c.Result
+	return vocab.HookVerdict{Result: &r}
 }
 
 // ---- inputs ----
@@ -380,6 +481,48 @@ type CancelOptions struct {
 // maintenance job) with cause; a no-op beyond clearing the inbox when idle.
 func (s *Service) Cancel(cause vocab.CancelCause, opt CancelOptions) error {
 	return s.eng.Cancel(cause, opt.KeepInbox)
+}
+
+// Decision is a person's answer to a tool call awaiting approval: make
+// one with Approved, Denied or Edited.
+type Decision struct {
+	Kind   vocab.Decision
+	Reason string
+	Args   json.RawMessage
+}
+
+// Approved runs the call as it is.
+func Approved() Decision { return Decision{Kind: vocab.Approve} }
+
+// Denied refuses the call; the model sees reason.
+func Denied(reason string) Decision { return Decision{Kind: vocab.Deny, Reason: reason} }
+
+// Edited runs the call with args instead of the model's arguments.
+func Edited(args json.RawMessage) Decision { return Decision{Kind: vocab.Edit, Args: args} }
+
+// Approve answers the tool call callID awaiting approval. It returns once
+// the decision is durable. A call not awaiting approval is ErrNotAwaiting;
+// an unknown decision or edited arguments that are not JSON, ErrBadInput.
+func (s *Service) Approve(callID string, d Decision) error {
+	return s.eng.Approve(callID, d.Kind, d.Reason, d.Args)
+}
+
+// PendingApproval is a tool call waiting for a person: Question is what
+// they are asked.
+type PendingApproval struct {
+	Call     vocab.ToolCall
+	Question string
+}
+
+// Approvals lists the tool calls awaiting approval, in the model's order.
+// After a reopen they are still there: an approval survives a restart.
+func (s *Service) Approvals(ctx context.Context) ([]PendingApproval, error) {
+	ps, err := s.eng.Approvals(ctx)
+	out := make([]PendingApproval, len(ps))
+	for i, p := range ps {
+		out[i] = PendingApproval{Call: p.Call, Question: p.Question}
+	}
+	return out, err
 }
 
 // Pause stops the agent from starting turns; a running turn ends at its

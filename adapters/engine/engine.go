@@ -23,9 +23,11 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"iter"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,6 +96,13 @@ type Options struct {
 	// HardStop is how long an aborting turn gets before it is stopped
 	// hard; 0 means 10 s.
 	HardStop time.Duration
+	// MaxParallelTools caps how many calls of one step run at once; 0
+	// means 10. Calls that conflict (see vocab.Accesses) never run
+	// together whatever the cap.
+	MaxParallelTools int
+	// CaseSensitivePaths turns off case folding when the scheduler
+	// compares tool paths.
+	CaseSensitivePaths bool
 
 	// Hooks are the hook chains, by slot. Slots reports which of them have
 	// handlers now (nil: every slot with a non-nil func); the lane checks
@@ -121,6 +130,11 @@ type HookCall struct {
 	// Err and Attempt describe a failed request (request-error).
 	Err     *vocab.Error
 	Attempt int
+	// Call is the tool call to judge (before-tool) or that ran
+	// (after-tool): a copy. Result is its result (after-tool): a copy the
+	// chain may rewrite and return in the verdict.
+	Call   *vocab.ToolCall
+	Result *vocab.ToolResult
 }
 
 // StepInfo locates a step.
@@ -236,7 +250,8 @@ func New(opt Options) (*Engine, error) {
 		opt.Session = opt.Core.Session()
 	}
 	cfg := session.Config{Session: opt.Session, System: opt.System, Model: opt.Model, MaxTokens: opt.MaxTokens,
-		Tools: opt.Tools.Specs(), MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop}
+		Tools: opt.Tools.Specs(), MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop,
+		MaxParallelTools: opt.MaxParallelTools, CaseSensitivePaths: opt.CaseSensitivePaths}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -355,6 +370,23 @@ func (e *Engine) message(kind vocab.InputKind, msg vocab.Message, key string, by
 	}
 	in := vocab.Input{Kind: kind, At: now, ID: msg.ID, Message: &msg, Key: key, Bypass: bypass}
 	return msg.ID, e.call(item{in: in, wait: w})
+}
+
+// Approve answers the tool call callID awaiting approval: approve, deny
+// (with a reason the model sees) or edit (run it with args instead). It
+// returns once the decision is durable; a call that is not awaiting
+// approval is an error matching vocab.CodeNotAwaiting.
+func (e *Engine) Approve(callID string, d vocab.Decision, reason string, args json.RawMessage) error {
+	in := vocab.Input{Kind: vocab.InApprove, At: e.opt.Clock.Now(), ID: e.newID(),
+		Approval: &vocab.Approval{CallID: callID, Decision: d, Reason: reason, Args: slices.Clone(args)}}
+	return e.call(item{in: in})
+}
+
+// Approvals lists the tool calls awaiting approval, in the model's order.
+func (e *Engine) Approvals(ctx context.Context) ([]session.PendingApproval, error) {
+	var out []session.PendingApproval
+	err := e.query(ctx, func(c *session.Core) { out = c.Approvals() })
+	return out, err
 }
 
 // Withdraw takes a still-queued input (prompt, steer, injected message,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/loopchart/loopchart/adapters/eventlog"
 	"github.com/loopchart/loopchart/adapters/llm/scripted"
 	"github.com/loopchart/loopchart/adapters/tools"
+	"github.com/loopchart/loopchart/adapters/tools/workspace"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -241,7 +243,16 @@ func demoRun(t *testing.T, progress bool) *harness {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(epoch)
-	ts := tools.FileTools(fstest.MapFS{"notes.txt": {Data: []byte("one two three four")}})
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, fstest.MapFS{"notes.txt": {Data: []byte("loopchart runs the agent loop as explicit statecharts: every phase is a named state.\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := workspace.Open(dir, workspace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	ts := ws.Tools()
 	if progress {
 		for i, tl := range ts {
 			ts[i] = progressTool{tl}
@@ -416,13 +427,13 @@ func checkLifecycle(t *testing.T, evs []vocab.Event, progress bool) {
 		t.Errorf("step start/end: %d/%d, want 3/3", kinds[vocab.EventStepStart], kinds[vocab.EventStepEnd])
 	}
 	switch n := kinds[vocab.EventToolExecutionUpdate]; {
-	case progress && n != 3:
-		t.Errorf("%d tool/execution-update events, want 3 (one per call)", n)
+	case progress && n != 4:
+		t.Errorf("%d tool/execution-update events, want 4 (one per call)", n)
 	case !progress && n != 0:
 		t.Errorf("%d tool/execution-update events from tools that report no progress", n)
 	}
-	if kinds[vocab.EventToolExecutionStart] != 3 || kinds[vocab.EventToolExecutionEnd] != 3 {
-		t.Errorf("execution start/end: %d/%d, want 3/3", kinds[vocab.EventToolExecutionStart], kinds[vocab.EventToolExecutionEnd])
+	if kinds[vocab.EventToolExecutionStart] != 4 || kinds[vocab.EventToolExecutionEnd] != 4 {
+		t.Errorf("execution start/end: %d/%d, want 4/4", kinds[vocab.EventToolExecutionStart], kinds[vocab.EventToolExecutionEnd])
 	}
 	if kinds[vocab.EventRetry] != 1 {
 		t.Errorf("%d llm/retry events, want 1", kinds[vocab.EventRetry])
@@ -528,7 +539,7 @@ func decodeSnapshot(t *testing.T, b []byte) coreSnapshot {
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatalf("snapshot: %v\n%s", err, b)
 	}
-	if s.Version != 1 {
+	if s.Version != 2 {
 		t.Errorf("snapshot version %d", s.Version)
 	}
 	return s
@@ -554,9 +565,9 @@ func TestSnapshotAfterRun(t *testing.T) {
 	if s.Turn != nil || len(s.Work) != 0 {
 		t.Errorf("idle snapshot has a turn (%s) or work (%d)", s.Turn, len(s.Work))
 	}
-	// user, assistant + 2 results, assistant + 1 result, assistant.
-	if len(s.History) != 7 {
-		t.Errorf("history has %d messages, want 7", len(s.History))
+	// user, assistant + 3 results, assistant + 1 result, assistant.
+	if len(s.History) != 8 {
+		t.Errorf("history has %d messages, want 8", len(s.History))
 	}
 	hist, err := h.e.History(ctx)
 	if err != nil || hist.Len() != len(s.History) {

@@ -17,19 +17,40 @@ import (
 	"github.com/loopchart/loopchart"
 	"github.com/loopchart/loopchart/adapters/clock"
 	"github.com/loopchart/loopchart/adapters/llm/scripted"
-	"github.com/loopchart/loopchart/adapters/tools"
+	"github.com/loopchart/loopchart/adapters/tools/workspace"
 	"github.com/loopchart/loopchart/agentsvc"
+	"github.com/loopchart/loopchart/hooks"
 	"github.com/loopchart/loopchart/vocab"
 )
 
-// demoFiles is the demo's read-only workspace.
+// demoFiles seed the demo's workspace.
 var demoFiles = fstest.MapFS{
 	"notes.txt":     {Data: []byte("loopchart runs the agent loop as explicit statecharts: every phase is a named state.\n")},
 	"docs/todo.txt": {Data: []byte("draw the turn machine\nwrite the tables\n")},
 }
 
-// demoTools returns the demo's tools; tests add tools of their own.
-var demoTools = func() []vocab.Tool { return tools.FileTools(demoFiles) }
+// demoTools returns the demo's tools over its workspace; tests add tools
+// of their own.
+var demoTools = func(ws *workspace.Workspace) []vocab.Tool { return ws.Tools() }
+
+// newDemoWorkspace makes a temporary workspace holding demoFiles; remove
+// deletes it.
+func newDemoWorkspace() (ws *workspace.Workspace, remove func(), err error) {
+	dir, err := os.MkdirTemp("", "loopchart-demo-")
+	if err != nil {
+		return nil, nil, err
+	}
+	rm := func() { os.RemoveAll(dir) }
+	if err := os.CopyFS(dir, demoFiles); err != nil {
+		rm()
+		return nil, nil, err
+	}
+	if ws, err = workspace.Open(dir, workspace.Options{}); err != nil {
+		rm()
+		return nil, nil, err
+	}
+	return ws, func() { ws.Close(); rm() }, nil
+}
 
 // errInterrupted ends a run that was interrupted (Ctrl-C): exit status 130.
 var errInterrupted = errors.New("interrupted")
@@ -41,7 +62,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	events := fs.String("events", "", `"json" prints the raw event stream as JSON lines`)
 	color := fs.Bool("color", false, "colour the timeline (NO_COLOR disables)")
 	instant := fs.Bool("instant", false, "run on a virtual clock: no real waiting")
-	prompt := fs.String("prompt", "How long is notes.txt?", "the prompt to submit")
+	prompt := fs.String("prompt", "Make notes.txt say that every transition is logged.", "the prompt to submit")
+	approve := fs.String("approve", "auto", `how the demo answers the approval its edits ask for: "auto" approves, "deny" refuses`)
 	db := fs.String("db", defaultDB, "the SQLite file the session is logged to")
 	sessionFlag := fs.String("session", "", "open this session: resume it when the log holds it, else start it")
 	resume := fs.Bool("resume", false, "resume the newest unfinished session of the log (or --session); an error when there is none")
@@ -56,6 +78,9 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Visit(func(f *flag.Flag) { promptSet = promptSet || f.Name == "prompt" })
 	if *events != "" && *events != "json" {
 		return fmt.Errorf("%w: --events takes only json", errUsage)
+	}
+	if *approve != "auto" && *approve != "deny" {
+		return fmt.Errorf("%w: --approve takes auto or deny", errUsage)
 	}
 	var (
 		script *scripted.Script
@@ -146,14 +171,42 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 		}()
 	}
+	ws, removeWS, err := newDemoWorkspace()
+	if err != nil {
+		return err
+	}
+	defer removeWS()
 	svc, err := agentsvc.Open(ctx, st, id, agentsvc.Options{
 		Provider: &replayProvider{script: script, clk: clk},
-		Tools:    demoTools(),
+		Tools:    demoTools(ws),
 		Clock:    clk,
 		Model:    "scripted",
 	})
 	if err != nil {
 		return err
+	}
+	// Edits wait for a person: the demo asks, and answers as --approve
+	// says (a real application shows the question and waits).
+	svc.OnBeforeTool.Register("demo-approval", func(ctx context.Context, c *agentsvc.ToolCallContext, next hooks.Next[*agentsvc.ToolCallContext]) (*agentsvc.ToolCallContext, error) {
+		if c.Call.Name == "edit_file" || c.Call.Name == "write_file" {
+			c.Ask = "Let the agent change " + pathArg(c.Call.Args) + "?"
+		}
+		return next(ctx, c)
+	})
+	var approvals sync.WaitGroup
+	defer approvals.Wait()
+	answer := func(callID string) {
+		d := agentsvc.Approved()
+		if *approve == "deny" {
+			d = agentsvc.Denied("the person running the demo said no")
+		}
+		approvals.Add(1)
+		go func() {
+			defer approvals.Done()
+			if err := svc.Approve(callID, d); err != nil && !errors.Is(err, agentsvc.ErrClosed) {
+				fmt.Fprintf(stderr, "approve %s: %v\n", callID, err)
+			}
+		}()
 	}
 	how := ""
 	if resumedAt > 0 {
@@ -167,6 +220,9 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	pr := startPrinter(svc.Events, func(ev vocab.Event) {
 		if ev.Kind == vocab.EventTurnEnd && ev.Seq > resumedAt {
 			lastEnd = &ev
+		}
+		if p, ok := ev.Payload.(vocab.ApprovalPayload); ok && p.State == vocab.ApprovalRequested && ev.Seq > resumedAt {
+			answer(p.Call.ID)
 		}
 		if *events == "json" {
 			_ = enc.Encode(ev)
@@ -466,7 +522,28 @@ func (t *timeline) render(ev vocab.Event) {
 				t.line(ev, yellow, fmt.Sprintf("call %s %s(%s)", displayText(c.ID, 0), displayText(c.Name, 0), displayText(string(c.Args), 0)))
 			}
 		}
+	case vocab.ApprovalPayload:
+		switch p.State {
+		case vocab.ApprovalRequested:
+			t.line(ev, yellow, fmt.Sprintf("approval asked for %s: %s", displayText(p.Call.ID, 0), displayText(p.Question, 100)))
+		case vocab.ApprovalAnswered:
+			what := string(p.Decision)
+			if p.Reason != "" {
+				what += ": " + p.Reason
+			}
+			t.line(ev, yellow, fmt.Sprintf("approval given for %s: %s", displayText(p.Call.ID, 0), displayText(what, 100)))
+		default:
+			t.line(ev, red, fmt.Sprintf("approval abandoned for %s", displayText(p.Call.ID, 0)))
+		}
 	case vocab.ToolPayload:
+		switch ev.Kind {
+		case vocab.EventToolExecutionStart:
+			t.line(ev, dim, fmt.Sprintf("run %s %s", displayText(p.Call.ID, 0), displayText(p.Call.Name, 0)))
+		case vocab.EventToolExecutionEnd:
+			if p.Result != nil {
+				t.line(ev, dim, fmt.Sprintf("ran %s %s", displayText(p.Call.ID, 0), displayText(p.Call.Name, 0)))
+			}
+		}
 		if ev.Kind == vocab.EventToolResult && p.Result != nil {
 			c := green
 			if p.Result.IsError {
@@ -481,4 +558,15 @@ func (t *timeline) render(ev vocab.Event) {
 	case vocab.TurnEndPayload:
 		t.line(ev, bold, fmt.Sprintf("turn end: %s after %d steps", displayText(p.Reason.String(), 0), p.Steps))
 	}
+}
+
+// pathArg returns the path argument of a tool call, for a question.
+func pathArg(args json.RawMessage) string {
+	var a struct {
+		Path string `json:"path"`
+	}
+	if json.Unmarshal(args, &a) != nil || a.Path == "" {
+		return "the workspace"
+	}
+	return displayText(a.Path, 60)
 }

@@ -98,10 +98,10 @@ func TestLogShow(t *testing.T) {
 	for _, want := range []string{
 		"session " + string(id) + " in " + db + ": ",
 		"closed, last status idle\n",
-		"turn 1 step 1   user: How long is notes.txt?",
-		"turn 1 step 1   call call_1 list_files",
+		"turn 1 step 1   user: Make notes.txt say that every transition is logged.",
+		"turn 1 step 1   call call_1 list_dir",
 		"turn 1 step 2   retry: attempt 1 failed (llm.server: overloaded, please retry); attempt 2/10 in 1s",
-		"turn 1 step 2   result call_3: 14 words",
+		"turn 1 step 1   result call_3: edited notes.txt",
 		"turn 1 step 3   turn end: completed after 3 steps",
 	} {
 		if !strings.Contains(out, want) {
@@ -114,7 +114,7 @@ func TestLogShow(t *testing.T) {
 	if !regexp.MustCompile(`^ +\d+   0\.000s `).MatchString(lines[1]) {
 		t.Errorf("first event line %q", lines[1])
 	}
-	if !strings.Contains(out, "  3.690s turn 1 step 3 ") {
+	if !strings.Contains(out, "  3.590s turn 1 step 3 ") {
 		t.Errorf("times are not the session's:\n%s", out)
 	}
 	if again := logCmdOK(t, "show", "--db", db, "--session", string(id)); again != out {
@@ -134,7 +134,7 @@ func TestLogShow(t *testing.T) {
 	t.Run("kind", func(t *testing.T) {
 		out := logCmdOK(t, "show", "--db", db, "--kind", "tool/result")
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")[1:]
-		if len(lines) != 3 {
+		if len(lines) != 4 {
 			t.Fatalf("--kind tool/result shows %d lines:\n%s", len(lines), out)
 		}
 		for _, l := range lines {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,10 +86,13 @@ func TestDemoInstantTimeline(t *testing.T) {
 	for _, want := range []string{
 		"turn 1 step 1",
 		"turn 1 step 3",
-		"user: How long is notes.txt?",
-		"call call_1 list_files",
+		"user: Make notes.txt say that every transition is logged.",
+		"call call_1 list_dir",
+		"approval asked for call_3: Let the agent change notes.txt?",
+		"approval given for call_3: approve",
 		"retry: attempt 1 failed (llm.server: overloaded, please retry); attempt 2/10 in 1s",
-		"result call_3: 14 words",
+		"result call_3: edited notes.txt",
+		"result call_4: notes.txt:1: loopchart runs the agent loop as explicit statecharts: every phase is a named state, an",
 		"turn end: completed after 3 steps",
 		"result: completed{steps=3}",
 	} {
@@ -101,15 +105,34 @@ func TestDemoInstantTimeline(t *testing.T) {
 	}
 	// The virtual clock starts at 0 and the demo's waits add up (1 s of
 	// retry-after included), so the last reply lands after 3 s.
-	if !strings.Contains(out, "  0.000s ") || !strings.Contains(out, "  3.690s turn 1 step 3") {
+	// The two reads run together; the edit, which conflicts with both,
+	// starts only after both ended.
+	at := func(line string) int {
+		i := strings.Index(out, line+"\n")
+		if i < 0 {
+			t.Errorf("timeline lacks %q", line)
+		}
+		return i
+	}
+	run1, run2, ran1, ran2, run3 := at("run call_1 list_dir"), at("run call_2 read_file"), at("ran call_1 list_dir"), at("ran call_2 read_file"), at("run call_3 edit_file")
+	if max(run1, run2) > min(ran1, ran2) {
+		t.Errorf("the reads did not run together:\n%s", out)
+	}
+	if run3 < max(ran1, ran2) {
+		t.Errorf("the edit started before both reads ended:\n%s", out)
+	}
+	if !strings.Contains(out, "  0.000s ") || !strings.Contains(out, "  3.590s turn 1 step 3") {
 		t.Errorf("timeline times are not the virtual clock's:\n%s", out)
 	}
 }
 
+// TestDemoInstantIsDeterministic runs the demo twice on the virtual clock:
+// the timelines agree but for the order of lines within one instant (the
+// parallel reads end in either order).
 func TestDemoInstantIsDeterministic(t *testing.T) {
 	_, first, _ := demo(t)
 	_, second, _ := demo(t)
-	if first != second {
+	if sortInstants(first) != sortInstants(second) {
 		t.Errorf("two instant runs differ:\n%s\n---\n%s", first, second)
 	}
 }
@@ -336,4 +359,18 @@ func TestHelp(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sortInstants sorts the lines of each run of lines with one time.
+func sortInstants(out string) string {
+	lines := strings.Split(out, "\n")
+	for i := 0; i < len(lines); {
+		j := i + 1
+		for j < len(lines) && len(lines[j]) > 9 && len(lines[i]) > 9 && lines[j][:9] == lines[i][:9] {
+			j++
+		}
+		slices.Sort(lines[i:j])
+		i = j
+	}
+	return strings.Join(lines, "\n")
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/loopchart/loopchart/adapters/llm/scripted"
 	"github.com/loopchart/loopchart/adapters/store/sqlite"
-	"github.com/loopchart/loopchart/adapters/tools"
+	"github.com/loopchart/loopchart/adapters/tools/workspace"
 	"github.com/loopchart/loopchart/agentsvc"
 	"github.com/loopchart/loopchart/vocab"
 )
@@ -45,7 +45,7 @@ func (g *gateTool) Run(ctx context.Context, _ vocab.ToolCall, _ func(string)) (v
 // withGate adds g to the demo's tools.
 func withGate(t *testing.T, g *gateTool) {
 	old := demoTools
-	demoTools = func() []vocab.Tool { return append(tools.FileTools(demoFiles), g) }
+	demoTools = func(ws *workspace.Workspace) []vocab.Tool { return append(ws.Tools(), g) }
 	t.Cleanup(func() { demoTools = old })
 }
 
@@ -195,7 +195,7 @@ const crashChildEnv = "LOOPCHART_CRASH_CHILD"
 // crashChild runs the demo whose model calls the gate tool, which never
 // returns: the parent kills the process while it runs.
 func crashChild(db string) int {
-	withGateTools := func() []vocab.Tool { return append(tools.FileTools(demoFiles), newGate()) }
+	withGateTools := func(ws *workspace.Workspace) []vocab.Tool { return append(ws.Tools(), newGate()) }
 	demoTools = withGateTools
 	return run(context.Background(), []string{"demo", "--instant", "--db", db, "--script", gateScript}, os.Stdout, os.Stderr)
 }

@@ -482,9 +482,9 @@ func TestDemoScript(t *testing.T) {
 	}
 	clk := clock.NewFake(t0)
 	p := scripted.New(s, clk)
-	req := request("How many words are in notes.txt?", "list_files", "read_file", "word_count")
+	req := request("Make notes.txt say that every transition is logged.", "edit_file", "grep", "list_dir", "read_file", "write_file")
 
-	// Step 1: thinking, text, two tool calls.
+	// Step 1: thinking, text, three tool calls.
 	parts, took, err := play(t, p, clk, req)
 	if err != nil {
 		t.Fatal(err)
@@ -497,18 +497,19 @@ func TestDemoScript(t *testing.T) {
 			calls = append(calls, part.Call.Name+string(part.Call.Args))
 		}
 	}
-	wantKinds := []vocab.StreamPartKind{"thinking", "thinking", "text", "text", "tool-call", "tool-call", "usage", "finish"}
+	wantKinds := []vocab.StreamPartKind{"thinking", "thinking", "text", "text", "tool-call", "tool-call", "tool-call", "usage", "finish"}
 	if diff := cmp.Diff(wantKinds, kinds); diff != "" {
 		t.Errorf("step 1 kinds (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{`list_files{"path":"."}`, `read_file{"path":"notes.txt"}`}, calls); diff != "" {
+	if diff := cmp.Diff([]string{`list_dir{"path":".","recursive":true}`, `read_file{"path":"notes.txt"}`,
+		`edit_file{"path":"notes.txt","old":"every phase is a named state.","new":"every phase is a named state, and every transition is logged."}`}, calls); diff != "" {
 		t.Errorf("step 1 calls (-want +got):\n%s", diff)
 	}
 	if parts[len(parts)-1].Finish != vocab.FinishToolCalls {
 		t.Errorf("step 1 finish = %q", parts[len(parts)-1].Finish)
 	}
-	if took != time.Second {
-		t.Errorf("step 1 took %v, want 1s", took)
+	if took != 950*time.Millisecond {
+		t.Errorf("step 1 took %v, want 950ms", took)
 	}
 
 	// Step 2: a retryable 503.
@@ -517,13 +518,13 @@ func TestDemoScript(t *testing.T) {
 		t.Errorf("step 2 err = %+v, want retryable 503 after 1s", e)
 	}
 
-	// Step 3, the retry: word_count.
+	// Step 3, the retry: grep.
 	req.Attempt = 2
 	parts, _, err = play(t, p, clk, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := parts[1].Call; c == nil || c.Name != "word_count" || parts[len(parts)-1].Finish != vocab.FinishToolCalls {
+	if c := parts[1].Call; c == nil || c.Name != "grep" || parts[len(parts)-1].Finish != vocab.FinishToolCalls {
 		t.Errorf("step 3 parts = %+v", parts)
 	}
 
