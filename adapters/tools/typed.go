@@ -47,7 +47,8 @@ func Typed[A any](spec vocab.ToolSpec, fn func(ctx context.Context, args A) (voc
 }
 
 // TypedText is Typed for a function whose result is its text: the string
-// fn returns is the result's Content.
+// fn returns is the result's Content (an empty one gives an empty Content
+// and the Note NoOutputNote, so the model sees that there was no output).
 func TypedText[A any](spec vocab.ToolSpec, fn func(ctx context.Context, args A) (string, error)) (vocab.Tool, error) {
 	if fn == nil {
 		return Typed[A](spec, nil)
@@ -78,7 +79,7 @@ func MustTypedText[A any](spec vocab.ToolSpec, fn func(ctx context.Context, args
 // tool's schema but not checked (use Typed for that); the call's arguments
 // are decoded into A strictly (empty means {}, duplicate keys and unknown
 // fields are refused, at any depth) and the string returned is the
-// result's content. Bad arguments give an error result with code
+// result's content, as with TypedText. Bad arguments give an error result with code
 // vocab.CodeToolBadArguments that says what is wrong.
 func Func[A any](name, description string, schema string, fn func(ctx context.Context, args A) (string, error)) vocab.Tool {
 	spec := vocab.ToolSpec{Name: name, Description: description}
@@ -88,12 +89,19 @@ func Func[A any](name, description string, schema string, fn func(ctx context.Co
 	return &typedTool[A]{spec: spec, fn: textFn(fn)}
 }
 
+// NoOutputNote is the model-only note of a text tool's result when the
+// text is empty: an empty text is an answer, not a missing result.
+const NoOutputNote = "(no output)"
+
 // textFn turns a text function into a result function.
 func textFn[A any](fn func(ctx context.Context, args A) (string, error)) func(context.Context, A) (vocab.ToolResult, error) {
 	return func(ctx context.Context, a A) (vocab.ToolResult, error) {
 		s, err := fn(ctx, a)
 		if err != nil {
 			return vocab.ToolResult{}, err
+		}
+		if s == "" {
+			return vocab.ToolResult{Note: NoOutputNote}, nil
 		}
 		return vocab.ToolResult{Content: s}, nil
 	}

@@ -249,8 +249,14 @@ func TestFuncStrict(t *testing.T) {
 	type args struct {
 		Text string `json:"text"`
 	}
-	tool := Func("echo", "echo text", `{}`, func(_ context.Context, a args) (string, error) { return "echo: " + a.Text, nil })
+	tool := Func("echo", "echo text", `{}`, func(_ context.Context, a args) (string, error) {
+		if a.Text == "silence" {
+			return "", nil
+		}
+		return "echo: " + a.Text, nil
+	})
 	cases := []struct{ name, args, want string }{
+		{"no output", `{"text":"silence"}`, NoOutputNote},
 		{"ok", `{"text":"hi"}`, "echo: hi"},
 		{"empty", ``, "echo: "},
 		{"null", `null`, "echo: "},
@@ -264,8 +270,8 @@ func TestFuncStrict(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Content != c.want {
-				t.Errorf("content\n got %s\nwant %s", res.Content, c.want)
+			if got := res.ModelText(); got != c.want {
+				t.Errorf("model text\n got %s\nwant %s", got, c.want)
 			}
 		})
 	}

@@ -85,9 +85,6 @@ func (c *Core) apply(in vocab.Input) error {
 			cl.work = 0
 			r := *in.Result
 			switch {
-			case r.IsError && r.Code == vocab.CodeToolAborted && cl.inst != nil && c.m.tool.In(cl.inst, tool.Detached):
-				// A background tool cut off by its cancelled context.
-				c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: c.toolCause(cl)}})
 			case r.IsError && r.Code == vocab.CodeToolAborted:
 				c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.ExecFailed{Message: r.Content}})
 			default:

@@ -3,7 +3,6 @@ package session_test
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/loopchart/loopchart/machines/session"
+	"github.com/loopchart/loopchart/machines/tool"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -33,16 +33,55 @@ import (
 //	history         the tool results in history, in order
 //	events KIND...  events of the kinds since the batch
 func TestSchedule(t *testing.T) {
+	reached := map[string]bool{}
 	datadriven.Walk(t, "testdata/schedule", func(t *testing.T, path string) {
 		var s *sched
+		collect := func() {
+			if s == nil {
+				return
+			}
+			for _, ev := range s.r.log {
+				if p, ok := ev.Payload.(vocab.TransitionPayload); ok && p.Machine == "tool" {
+					reached[p.From+" "+p.Trigger+" "+p.To] = true
+				}
+			}
+		}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			if d.Cmd == "config" {
+				collect()
 				s = newSched(t, d)
 				return ""
 			}
 			return s.do(t, d)
 		})
+		collect()
 	})
+	// Every transition of the tool machine is reached by the session core
+	// (outside the machine's own tables).
+	for _, tr := range tool.Definition.Transitions {
+		to := tr.To
+		if to == "" {
+			to = tr.From
+		}
+		if !reachedEdge(reached, string(tr.From), string(tr.On), string(to)) {
+			t.Errorf("tool transition %s --%s--> %s is reached by no schedule table", tr.From, tr.On, to)
+		}
+	}
+}
+
+// reachedEdge reports whether the edge from --on--> to was logged; an
+// edge from or to a compound state is logged with its substates.
+func reachedEdge(reached map[string]bool, from, on, to string) bool {
+	subs := map[string][]string{string(tool.Executing): {string(tool.Running), string(tool.Aborting)}}
+	froms, tos := append([]string{from}, subs[from]...), append([]string{to}, subs[to]...)
+	for _, f := range froms {
+		for _, x := range tos {
+			if reached[f+" "+on+" "+x] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type sched struct {
@@ -52,6 +91,7 @@ type sched struct {
 	mark  int // log index of the batch
 	calls map[string]uint64
 	hooks map[string]uint64
+	fired map[uint64]bool
 }
 
 func newSched(t *testing.T, d *datadriven.TestData) *sched {
@@ -108,7 +148,7 @@ func newSched(t *testing.T, d *datadriven.TestData) *sched {
 		}
 		cfg.Tools = append(cfg.Tools, sp)
 	}
-	s := &sched{r: newRig(t, cfg), cfg: cfg, calls: map[string]uint64{}, hooks: map[string]uint64{}}
+	s := &sched{r: newRig(t, cfg), cfg: cfg, calls: map[string]uint64{}, hooks: map[string]uint64{}, fired: map[uint64]bool{}}
 	var slots []vocab.HookName
 	if cfg.Hooks.BeforeTool {
 		slots = append(slots, vocab.HookBeforeTool)
@@ -151,8 +191,11 @@ func (s *sched) do(t *testing.T, d *datadriven.TestData) string {
 	case "done":
 		w := s.work(t, arg(0))
 		res := vocab.ToolResult{Content: "ok " + arg(0)}
-		if arg(1) == "error" {
+		switch arg(1) {
+		case "error":
 			res = vocab.ToolResult{Content: "boom", IsError: true}
+		case "aborted":
+			res = vocab.ToolResult{Content: "context canceled", IsError: true, Code: vocab.CodeToolAborted}
 		}
 		r.step(vocab.Input{Kind: vocab.InToolDone, Work: w, Result: &res})
 	case "detach":
@@ -201,11 +244,25 @@ func (s *sched) do(t *testing.T, d *datadriven.TestData) string {
 	case "cancel":
 		r.step(vocab.Input{Kind: vocab.InCancel, ID: vocab.ID(fmt.Sprintf("x%d", len(r.log))), Cause: &vocab.CancelCause{Kind: vocab.CancelUser}})
 	case "timer":
-		for _, w := range slices.Clone(r.work) {
-			if w.Op == session.Start && w.Kind == session.WorkTimer {
-				r.step(vocab.Input{Kind: vocab.InTimerFired, Work: w.ID})
+		// The armed timer with the earliest deadline fires (of equal
+		// ones, the one armed last: a tool's grace before its turn's).
+		var first *session.Work
+		for i, w := range r.work {
+			if w.Op == session.Start && w.Kind == session.WorkTimer && !s.fired[w.ID] && (first == nil || !w.Deadline.After(first.Deadline)) {
+				first = &r.work[i]
 			}
 		}
+		if first == nil {
+			t.Fatal("no timer armed")
+		}
+		s.fired[first.ID] = true
+		r.step(vocab.Input{Kind: vocab.InTimerFired, Work: first.ID})
+	case "update":
+		w, ok := s.calls[arg(0)]
+		if !ok {
+			t.Fatalf("call %s is not running", arg(0))
+		}
+		r.step(vocab.Input{Kind: vocab.InToolUpdate, Work: w, Text: "half way"})
 	case "crash":
 		s.seen = 0
 		r.crash(s.cfg)
