@@ -2,6 +2,7 @@ package tools
 
 import (
 	"fmt"
+	"io"
 	"sync"
 	"unicode/utf8"
 
@@ -36,6 +37,11 @@ type Output struct {
 	npend     int // bytes of an incomplete sequence at the end of the stream
 	truncated bool
 }
+
+var (
+	_ io.Writer       = (*Output)(nil)
+	_ io.StringWriter = (*Output)(nil)
+)
 
 // NewOutput returns an Output that retains at most max characters;
 // max <= 0 means MaxRetainedChars.

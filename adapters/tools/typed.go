@@ -114,6 +114,8 @@ type typedTool[A any] struct {
 	fn     func(ctx context.Context, args A) (vocab.ToolResult, error)
 }
 
+var _ vocab.Tool = (*typedTool[struct{}])(nil)
+
 // Spec implements vocab.Tool.
 func (t *typedTool[A]) Spec() vocab.ToolSpec { return t.spec }
 

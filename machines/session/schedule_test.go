@@ -196,6 +196,8 @@ func (s *sched) do(t *testing.T, d *datadriven.TestData) string {
 			res = vocab.ToolResult{Content: "boom", IsError: true}
 		case "aborted":
 			res = vocab.ToolResult{Content: "context canceled", IsError: true, Code: vocab.CodeToolAborted}
+		case "deliver":
+			res.Delivery = &vocab.Delivery{Kind: vocab.DeliverySteer, Message: vocab.UserText("delivered by " + arg(0))}
 		}
 		r.step(vocab.Input{Kind: vocab.InToolDone, Work: w, Result: &res})
 	case "detach":
