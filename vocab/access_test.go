@@ -33,8 +33,12 @@ func TestNormalizePath(t *testing.T) {
 }
 
 func TestConflicts(t *testing.T) {
-	r := func(p string) vocab.Accesses { return vocab.Accesses{Paths: []vocab.Access{{Path: p, Mode: vocab.AccessRead}}} }
-	w := func(p string) vocab.Accesses { return vocab.Accesses{Paths: []vocab.Access{{Path: p, Mode: vocab.AccessWrite}}} }
+	r := func(p string) vocab.Accesses {
+		return vocab.Accesses{Paths: []vocab.Access{{Path: p, Mode: vocab.AccessRead}}}
+	}
+	w := func(p string) vocab.Accesses {
+		return vocab.Accesses{Paths: []vocab.Access{{Path: p, Mode: vocab.AccessWrite}}}
+	}
 	rr := func(p string) vocab.Accesses {
 		return vocab.Accesses{Paths: []vocab.Access{{Path: p, Mode: vocab.AccessRead, Recursive: true}}}
 	}
