@@ -279,8 +279,7 @@ func (c *Core) hardStop(cause vocab.CancelCause) {
 		switch {
 		case cl.inst == nil:
 			cl.abort = &cause
-		case c.m.tool.In(cl.inst, tool.After) || c.m.tool.IsFinal(cl.inst) || c.m.tool.In(cl.inst, tool.Detached):
-		default:
+		case c.abortable(cl):
 			// A second abort settles a started call as aborted at once.
 			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
 			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})

@@ -225,7 +225,7 @@ func (c *Core) toolEffect(cl *call, eff chart.Effect) {
 			cl.hook = 0
 		}
 		res := f.Result // shared with the tool's context, never changed
-		if cl.inst != nil && cl.inst.Ctx.Approval == nil && c.awaitedApproval(cl) {
+		if cl.inst != nil && cl.inst.Ctx.Approval == nil && c.abortedAwaiting() {
 			c.emit(vocab.EventToolApproval, vocab.ApprovalPayload{Call: cl.Call, State: vocab.ApprovalAborted})
 		}
 		if f.Background {
@@ -248,9 +248,9 @@ func (c *Core) toolEffect(cl *call, eff chart.Effect) {
 	}
 }
 
-// awaitedApproval reports whether cl's machine was awaiting approval when
-// its outcome came (an abort while a person had not answered).
-func (c *Core) awaitedApproval(cl *call) bool {
+// abortedAwaiting reports whether the fire being settled aborted a call
+// awaiting approval (a person had not answered).
+func (c *Core) abortedAwaiting() bool {
 	for _, t := range c.m.out.Transitions {
 		if t.From == tool.AwaitingApproval && t.Trigger == tool.TrAbort {
 			return true
@@ -425,11 +425,16 @@ func (c *Core) cancelTools(cause vocab.CancelCause) {
 		switch {
 		case cl.inst == nil:
 			cl.abort = &cause // its machine is about to be made
-		case c.m.tool.In(cl.inst, tool.After) || c.m.tool.IsFinal(cl.inst) || c.m.tool.In(cl.inst, tool.Detached):
-		default:
+		case c.abortable(cl):
 			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
 		}
 	}
+}
+
+// abortable reports whether cl's machine takes an abort: not once it
+// settled (after-hook, final) or went on in the background.
+func (c *Core) abortable(cl *call) bool {
+	return !c.m.tool.In(cl.inst, tool.After) && !c.m.tool.IsFinal(cl.inst) && !c.m.tool.In(cl.inst, tool.Detached)
 }
 
 // forgetBackground drops a background call that ended.
