@@ -233,9 +233,6 @@ func start(opt Options, folded *store.Folded) (*Service, error) {
 		OnAfterTool:          hooks.NewSlot[*ToolResultContext]("OnAfterTool"),
 		errors:               hooks.NewSlot[*ErrorContext]("LoopErrorHandlers"),
 	}
-	if opt.SpillChars < 0 || opt.MaxParallelTools < 0 {
-		return nil, vocab.Errorf(vocab.CodeBadInput, "agentsvc: negative SpillChars or MaxParallelTools")
-	}
 	if opt.Spill != nil {
 		if err := reg.Add(tools.ReadOutput(opt.Spill)); err != nil {
 			return nil, err

@@ -104,3 +104,21 @@ func TestModelText(t *testing.T) {
 		}
 	}
 }
+
+// Arguments that are not JSON survive encoding byte for byte.
+func TestToolCallRawArgs(t *testing.T) {
+	for _, args := range []string{`{"path":"a"}`, `{"path":`, "not json", "\xff\xfe{", ""} {
+		c := vocab.ToolCall{ID: "c1", Name: "read", Args: json.RawMessage(args)}
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		var back vocab.ToolCall
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("%q: %s: %v", args, b, err)
+		}
+		if back.ID != c.ID || back.Name != c.Name || string(back.Args) != args {
+			t.Errorf("%q: encoded %s, decoded %+v", args, b, back)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Role says who wrote a message.
@@ -125,11 +126,55 @@ func (m Message) IsEmptyReply() bool {
 	return true
 }
 
-// ToolCall is one call the model asked for.
+// ToolCall is one call the model asked for. Args are the model's
+// arguments as it wrote them, which need not be JSON (a reply cut off
+// mid-call, a model's mistake): such arguments encode as "rawArgs" (a
+// string, or "rawArgs64", base64, when they are not UTF-8) and decode back
+// byte for byte, so a log, a snapshot and a history keep them whole.
 type ToolCall struct {
 	ID   string          `json:"id"`
 	Name string          `json:"name"`
 	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// toolCallJSON is ToolCall's encoding.
+type toolCallJSON struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Args      json.RawMessage `json:"args,omitempty"`
+	RawArgs   *string         `json:"rawArgs,omitempty"`
+	RawArgs64 []byte          `json:"rawArgs64,omitempty"`
+}
+
+// MarshalJSON encodes c, keeping arguments that are not JSON as a string.
+func (c ToolCall) MarshalJSON() ([]byte, error) {
+	w := toolCallJSON{ID: c.ID, Name: c.Name, Args: c.Args}
+	if len(c.Args) > 0 && !json.Valid(c.Args) {
+		w.Args = nil
+		if utf8.Valid(c.Args) {
+			raw := string(c.Args)
+			w.RawArgs = &raw
+		} else {
+			w.RawArgs64 = c.Args
+		}
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (c *ToolCall) UnmarshalJSON(b []byte) error {
+	var w toolCallJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*c = ToolCall{ID: w.ID, Name: w.Name, Args: w.Args}
+	switch {
+	case w.RawArgs != nil:
+		c.Args = json.RawMessage(*w.RawArgs)
+	case w.RawArgs64 != nil:
+		c.Args = json.RawMessage(w.RawArgs64)
+	}
+	return nil
 }
 
 // DeliveryKind says how a tool result's side message is delivered.

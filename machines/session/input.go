@@ -430,6 +430,18 @@ func (c *Core) timerFired(p *pending) {
 	case "agent":
 		c.enqueue(fireReq{kind: reqAgent, ev: agent.TimerFired{Name: p.name, Seq: p.seq}})
 	case "turn":
+		if p.name == turn.TimerAbortGrace {
+			// The turn's grace ends every call's: calls still settling
+			// end aborted first (each with its tool/execution-end), then
+			// the turn.
+			for _, cl := range c.batch {
+				if cl.inst != nil && c.abortable(cl) {
+					cause := c.toolCause(cl)
+					c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
+					c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
+				}
+			}
+		}
 		c.enqueue(fireReq{kind: reqTurn, ev: turn.TimerFired{Name: p.name, Seq: p.seq}})
 	case "tool":
 		for _, cl := range c.batch {

@@ -202,14 +202,24 @@ func (c *Core) recoverBatch() {
 
 // interruptBackground ends every background call: its work died with the
 // process that ran it.
+//
+// Their notifications are queued, not served: the agent is held paused
+// while they arrive, so a reopen starts no turn (Continue or new input
+// runs the queue).
 func (c *Core) interruptBackground() {
+	if len(c.bg) == 0 {
+		return
+	}
 	cause := vocab.CancelCause{Kind: vocab.CancelInterrupted}
+	paused := c.agent.Ctx.Paused
+	c.agent.Ctx.Paused = true
 	for _, cl := range slices.Clone(c.bg) {
 		if cl.inst != nil && c.m.tool.In(cl.inst, tool.Detached) {
 			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
 		}
 	}
 	c.run()
+	c.agent.Ctx.Paused = paused
 }
 
 // rearm re-emits the start of every timer that was armed before the Work

@@ -70,6 +70,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand"
 	"reflect"
 	"runtime"
@@ -323,7 +324,10 @@ type sim struct {
 	stepEnded map[string]string // tool calls of the step that executed: their result's content
 	stepUsage bool              // a usage event in this step
 	stepIns   int               // user/message events since the last step/start
-	input     vocab.InputKind   // the kind of the input being stepped
+	// toolsOn are the calls executing (tool/execution-start without its
+	// end), with what they touch.
+	toolsOn map[string]vocab.Accesses
+	input   vocab.InputKind // the kind of the input being stepped
 
 	// turnPrompt is the prompt the open turn runs for ("" when none).
 	turnPrompt vocab.ID
@@ -355,6 +359,12 @@ type reopenState struct {
 	queued  []*msgRec         // queued caller messages
 	closing bool              // a close was in progress
 	folded  string            // how the reopened core was rebuilt
+	// approval: the turn waited for a person at the crash (pending are
+	// the calls awaiting approval); the recovery keeps the turn, and the
+	// tool hooks that ran (rehook) are handed out again.
+	approval bool
+	pending  []string
+	rehook   map[uint64]bool
 	// What the recovery did.
 	turnEnd, stepEnd, promptEnd bool
 }
@@ -365,6 +375,7 @@ type simStats struct {
 	prompts, restarts, checkpoints, closed, lateApplied, lateStale                        int
 	reopens, rearms, deadLate, checkpointIns, folds, refolds, resumes                     int
 	reopenTurns, reopenCalls, reopenGates, reopenJobs, reopenCloses, reopenTimers, spared int
+	approvals, asked, parallel, detached, reopenApprovals                                 int
 }
 
 func (a *simStats) add(b simStats) {
@@ -399,6 +410,11 @@ func (a *simStats) add(b simStats) {
 	a.reopenCloses += b.reopenCloses
 	a.reopenTimers += b.reopenTimers
 	a.spared += b.spared
+	a.approvals += b.approvals
+	a.asked += b.asked
+	a.parallel += b.parallel
+	a.detached += b.detached
+	a.reopenApprovals += b.reopenApprovals
 }
 
 func (a simStats) String() string {
@@ -406,11 +422,13 @@ func (a simStats) String() string {
 		"%d prompts, %d late results of cancelled tool or maintenance work (%d applied, %d stale), %d restarts from a snapshot, %d snapshots read, "+
 		"%d reopens (%d spared for known bugs; %d in a turn, %d tool calls interrupted, %d with a prompt at its gate, %d in maintenance, %d while closing; "+
 		"%d timers armed at the crash, %d re-armed; %d folded from the log, %d late results of dead work, %d resumed requests), "+
-		"%d checkpoint inputs (%d tails restored and re-stepped), %d sessions closed",
+		"%d checkpoint inputs (%d tails restored and re-stepped), %d sessions closed; "+
+		"%d tool calls started beside another, %d detached, %d approvals asked, %d answered, %d reopens with one pending",
 		a.steps, a.inputs, a.rejected, a.stale, a.events, a.turns, a.requests, a.tools, a.hooks, a.timers,
 		a.prompts, a.lateApplied+a.lateStale, a.lateApplied, a.lateStale, a.restarts, a.checkpoints,
 		a.reopens, a.spared, a.reopenTurns, a.reopenCalls, a.reopenGates, a.reopenJobs, a.reopenCloses,
-		a.reopenTimers, a.rearms, a.refolds, a.deadLate, a.resumes, a.checkpointIns, a.folds, a.closed)
+		a.reopenTimers, a.rearms, a.refolds, a.deadLate, a.resumes, a.checkpointIns, a.folds, a.closed,
+		a.parallel, a.detached, a.asked, a.approvals, a.reopenApprovals)
 }
 
 type snapAt struct {
@@ -432,6 +450,7 @@ type workItem struct {
 	answered  bool // its terminal input was stepped
 	plan      *replyPlan
 	updates   int
+	detached  bool // a tool that went on in the background
 	dead      bool // it died with a lane that crashed: nobody answers it but late
 }
 
@@ -552,8 +571,17 @@ func (s *sim) chance(p float64) bool { return s.rng.Float64() < p }
 
 // config draws a session configuration.
 func (s *sim) config() session.Config {
-	cfg := session.Config{Session: simSession, System: "be brief", Model: "sim-1",
-		Tools: []vocab.ToolSpec{{Name: "read"}, {Name: "write"}, {Name: "sleep"}}}
+	cfg := session.Config{Session: simSession, System: "be brief", Model: "sim-1", Tools: []vocab.ToolSpec{
+		{Name: "read", Access: []vocab.AccessDecl{{Field: "path", Mode: vocab.AccessRead}}},
+		{Name: "write", Access: []vocab.AccessDecl{{Field: "path", Mode: vocab.AccessWrite, Parents: true}}, Approval: s.chance(0.3)},
+		{Name: "list", Access: []vocab.AccessDecl{{Field: "path", Mode: vocab.AccessRead, Recursive: true, Default: "."}}},
+		{Name: "sleep"},
+		{Name: "calc", NoAccess: true},
+		{Name: "finish", NoAccess: true, StopBatch: true}}}
+	if s.chance(0.5) {
+		cfg.MaxParallelTools = 1 + s.rng.Intn(4)
+	}
+	cfg.CaseSensitivePaths = s.chance(0.2)
 	if s.chance(0.5) {
 		cfg.MaxSteps = 1 + s.rng.Intn(6)
 	}
@@ -576,7 +604,7 @@ func (s *sim) config() session.Config {
 func (s *sim) slots() []vocab.HookName {
 	var h []vocab.HookName
 	for _, n := range []vocab.HookName{vocab.HookWillBeginStep, vocab.HookDidFinishStep, vocab.HookTurnStopping,
-		vocab.HookBeforeSubmitPrompt, vocab.HookRequestError} {
+		vocab.HookBeforeSubmitPrompt, vocab.HookRequestError, vocab.HookBeforeTool, vocab.HookAfterTool} {
 		if s.chance(0.35) {
 			h = append(h, n)
 		}
@@ -716,11 +744,21 @@ func (s *sim) reopen() {
 		}
 	}
 	s.stats.reopens++
-	reo := &reopenState{maxWork: s.maxWork, rearm: map[uint64]bool{}, inTurn: s.inTurn, stepOn: s.stepOn, folded: "the same core"}
+	reo := &reopenState{maxWork: s.maxWork, rearm: map[uint64]bool{}, inTurn: s.inTurn, stepOn: s.stepOn, folded: "the same core",
+		rehook: map[uint64]bool{}}
+	if agentState, turnState := s.core.State(); agentState == "active" && turnState == "running" {
+		for _, a := range s.core.Approvals() {
+			reo.approval = true
+			reo.pending = append(reo.pending, a.Call.ID)
+		}
+	}
 	for _, id := range s.order {
 		it := s.work[id]
 		if it.w.Kind == session.WorkTimer && !it.cancelled {
 			reo.rearm[id] = true
+		}
+		if reo.approval && it.w.Kind == session.WorkHook && !it.cancelled && (it.w.Hook == vocab.HookBeforeTool || it.w.Hook == vocab.HookAfterTool) {
+			reo.rehook[id] = true
 		}
 		it.dead, it.answered = true, true
 		reo.dead = append(reo.dead, it)
@@ -756,6 +794,8 @@ func (s *sim) reopen() {
 	s.stats.reopenTimers += len(reo.rearm)
 	s.stats.reopenCalls += len(reo.calls) - len(reo.ended)
 	switch {
+	case reo.approval:
+		s.stats.reopenApprovals++
 	case reo.closing:
 		s.stats.reopenCloses++
 	case reo.inTurn:
@@ -832,6 +872,21 @@ func (s *sim) reopened() {
 	reo := s.reo
 	s.reo = nil
 	if reo == nil || s.fail != nil {
+		return
+	}
+	if reo.approval {
+		// The turn waits for a person: it goes on, with the same calls
+		// awaiting approval.
+		var pending []string
+		for _, a := range s.core.Approvals() {
+			pending = append(pending, a.Call.ID)
+		}
+		if reo.turnEnd || !s.inTurn || !slices.Equal(pending, reo.pending) {
+			s.failf("reopen-approval", "calls %v awaited approval at the crash; after the reopen: turn ended %t, awaiting %v", reo.pending, reo.turnEnd, pending)
+		}
+		for id := range reo.rehook {
+			s.failf("reopen-approval", "the tool hook work %d that ran at the crash was not handed out again", id)
+		}
 		return
 	}
 	if reo.inTurn && !reo.turnEnd {
@@ -1179,11 +1234,13 @@ func (s *sim) stepIn(in vocab.Input, ck check) (err error, stale bool) {
 		switch {
 		case in.Kind == vocab.InCancel && !in.KeepInbox:
 			s.latched = false // a cancel that clears the inbox clears a latched wake
-		case (in.Kind == vocab.InSubmit || in.Kind == vocab.InSteer || in.Kind == vocab.InNotify) &&
+		case (in.Kind == vocab.InSubmit || in.Kind == vocab.InSteer || in.Kind == vocab.InNotify || in.Kind == vocab.InContinue ||
+			s.backgroundDone(in)) &&
 			(agentBefore == "aborting" || agentBefore == "maintenance"):
 			// A wake that cannot be served now is latched and served
 			// when the agent rests again: by whatever input ends the
-			// abort (a second cancel, the hard-stop timer).
+			// abort (a second cancel, the hard-stop timer). A continue
+			// latches one when input is queued.
 			s.latched = true
 		}
 	}
@@ -1339,8 +1396,10 @@ func (s *sim) caller() {
 		s.message(vocab.InRemind)
 	case r < 600:
 		s.withdraw()
-	case r < 700:
+	case r < 640:
 		s.cancel()
+	case r < 700:
+		s.approve()
 	case r < 750:
 		s.control(vocab.InPause)
 	case r < 850:
@@ -1351,6 +1410,8 @@ func (s *sim) caller() {
 		s.hooks()
 	case r < 962:
 		s.checkpointIn() // refused within a batch
+	case r < 963:
+		s.approve()
 	case r < 965:
 		s.control(vocab.InClose)
 	default:
@@ -1518,6 +1579,49 @@ func (s *sim) cancel() {
 	s.controlIn(in)
 }
 
+// approve answers a call awaiting approval (mostly a real one; sometimes
+// one that is not, or with arguments that are no JSON: both refused).
+func (s *sim) approve() {
+	pending := s.core.Approvals()
+	a := vocab.Approval{CallID: "nobody", Decision: vocab.Approve}
+	valid := false
+	if len(pending) > 0 && s.chance(0.9) {
+		a.CallID, valid = pending[s.rng.Intn(len(pending))].Call.ID, true
+	}
+	switch r := s.rng.Intn(10); {
+	case r < 2:
+		a.Decision, a.Reason = vocab.Deny, "no"
+	case r < 4:
+		a.Decision, a.Args = vocab.Edit, s.pathArgs()
+	case r < 5:
+		a.Decision, a.Args, valid = vocab.Edit, json.RawMessage(`{"path":`), false
+	}
+	closed := s.core.Closed()
+	if agentState, _ := s.core.State(); agentState == "closing" {
+		closed = true
+	}
+	in := vocab.Input{Kind: vocab.InApprove, At: s.tick(), ID: s.newID("v"), Approval: &a}
+	s.acks[in.ID] = &ackRec{kind: in.Kind}
+	err, _ := s.stepIn(in, func(err error, _ bool) (string, string) {
+		switch {
+		case closed:
+			if !errors.Is(err, session.ErrClosed) {
+				return "reject-when-closing", fmt.Sprintf("want ErrClosed, got %v", err)
+			}
+		case valid && err != nil:
+			return "approve", fmt.Sprintf("the answer for %s awaiting approval was refused: %v", a.CallID, err)
+		case !valid && err == nil:
+			return "approve", fmt.Sprintf("an answer for %s (%s %s) was taken, which is not awaiting approval or not valid", a.CallID, a.Decision, a.Args)
+		}
+		return "", ""
+	})
+	if err != nil {
+		delete(s.acks, in.ID)
+		return
+	}
+	s.stats.approvals++
+}
+
 func (s *sim) control(kind vocab.InputKind) {
 	in := vocab.Input{Kind: kind, At: s.tick(), ID: s.newID("k")}
 	s.controlIn(in)
@@ -1648,6 +1752,12 @@ func (s *sim) answerItem(it *workItem) {
 		if !it.cancelled && it.updates < 2 && s.chance(0.2) {
 			it.updates++
 			in.Kind, in.Text, terminal = vocab.InToolUpdate, fmt.Sprintf("progress %d", it.updates), false
+			break
+		}
+		if !it.cancelled && !it.detached && s.chance(0.08) {
+			it.detached = true
+			s.stats.detached++
+			in.Kind, in.Text, terminal = vocab.InToolDetached, "went on in the background", false
 			break
 		}
 		in.Kind, in.Result = vocab.InToolDone, s.toolResult(w.Call, it.cancelled)
@@ -1810,7 +1920,11 @@ type replyPlan struct {
 	usage  *vocab.Usage
 }
 
-var toolNames = []string{"read", "write", "sleep", "read", "ghost"}
+var toolNames = []string{"read", "write", "sleep", "read", "ghost", "list", "calc", "write", "read", "finish"}
+
+// simPaths are the paths calls name: equal ones spelled differently,
+// nested ones, and ones that escape the workspace.
+var simPaths = []string{"a", "A", "b", "d/x", "d", "./d/../a", "../up", "/abs", "d/y/z", ""}
 
 func (s *sim) planReply() *replyPlan {
 	p := &replyPlan{reply: vocab.Message{Role: vocab.RoleAssistant}}
@@ -1851,8 +1965,13 @@ func (s *sim) planReply() *replyPlan {
 				s.callIDs = append(s.callIDs, id)
 			}
 			c := vocab.ToolCall{ID: id, Name: toolNames[s.rng.Intn(len(toolNames))]}
-			if s.chance(0.7) {
+			switch r := s.rng.Intn(10); {
+			case r < 6:
+				c.Args = s.pathArgs()
+			case r < 8:
 				c.Args = []byte(fmt.Sprintf(`{"n":%d}`, s.rng.Intn(100)))
+			case r < 9:
+				c.Args = []byte(`{"path":`) // not JSON
 			}
 			cc := c
 			p.reply.Parts = append(p.reply.Parts, vocab.Part{Kind: vocab.PartToolCall, Call: &c})
@@ -1911,6 +2030,12 @@ func (s *sim) planReply() *replyPlan {
 	return p
 }
 
+// pathArgs draws the arguments of a call that names a path.
+func (s *sim) pathArgs() json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"path": simPaths[s.rng.Intn(len(simPaths))]})
+	return b
+}
+
 func (s *sim) modelErr() *vocab.Error {
 	errs := []vocab.Error{
 		{Code: vocab.CodeRateLimited, Message: "429", Retryable: true, Status: 429},
@@ -1947,8 +2072,11 @@ func (s *sim) toolResult(call *vocab.ToolCall, cancelled bool) *vocab.ToolResult
 		r.Content, r.IsError = "boom", true
 	case k < 80:
 		r.Content, r.StopTurn, r.StopReason = "done here", true, fmt.Sprintf("tool-stop-%d", s.rng.Intn(10))
+	case k < 86:
+		r.Content, r.StopBatchAfterThis = "stop the batch", true // ignored: stopping is declared
 	case k < 90:
-		r.Content, r.StopBatchAfterThis = "stop the batch", true
+		r.Content = "delivering"
+		r.Delivery = &vocab.Delivery{Kind: vocab.DeliverySteer, Message: vocab.UserText(fmt.Sprintf("delivered by %s", call.ID))}
 	default:
 		r.Content, r.IsError, r.Code = fmt.Sprintf("Tool %q was aborted", call.Name), true, vocab.CodeToolAborted
 	}
@@ -2005,6 +2133,29 @@ func (s *sim) verdict(w session.Work) *vocab.HookVerdict {
 			v.Rewritten = &vocab.Message{Parts: []vocab.Part{{Kind: vocab.PartText, Text: "rewritten prompt"}}}
 		case r < 89:
 			v.Refuse, v.Reason = true, "blocked by policy"
+		default:
+			v.Err = hookErr()
+		}
+	case vocab.HookBeforeTool:
+		switch {
+		case r < 55:
+		case r < 67:
+			v.Args = s.pathArgs()
+		case r < 77:
+			v.Refuse, v.Reason = true, "vetoed"
+			if s.chance(0.3) {
+				v.Result = &vocab.ToolResult{Content: "vetoed with a result", IsError: true}
+			}
+		case r < 92:
+			v.Ask = "may it run?"
+		default:
+			v.Err = hookErr()
+		}
+	case vocab.HookAfterTool:
+		switch {
+		case r < 80:
+		case r < 90:
+			v.Result = &vocab.ToolResult{Content: "rewritten by the after hook"}
 		default:
 			v.Err = hookErr()
 		}
@@ -2131,6 +2282,10 @@ func (s *sim) onEvent(ev vocab.Event) {
 				s.failf("reopen-turn", "the recovery ends turn %d %s, want %s", s.turnNo, p.Reason, vocab.EndInterrupted)
 			}
 		}
+		if len(s.toolsOn) > 0 && !recovering {
+			s.failf("tool-schedule", "turn %d ends with calls still executing: %v", s.turnNo, slices.Sorted(maps.Keys(s.toolsOn)))
+		}
+		clear(s.toolsOn)
 		s.inTurn, s.sawEnd, s.turnPrompt = false, true, ""
 	case vocab.EventStepStart:
 		switch {
@@ -2180,14 +2335,28 @@ func (s *sim) onEvent(ev vocab.Event) {
 		s.running = ev.Kind == vocab.EventAgentStart
 	case vocab.EventUsage:
 		s.stepUsage = true
+	case vocab.InputEventPrefix + vocab.EventKind(vocab.InToolDone), vocab.InputEventPrefix + vocab.EventKind(vocab.InToolDetached):
+		// The tool stopped touching what it touches (its after-hook may
+		// still run; a background tool goes on outside the batch).
+		if it := s.work[ev.Payload.(vocab.Input).Work]; it != nil && it.w.Call != nil {
+			delete(s.toolsOn, it.w.Call.ID)
+		}
+	case vocab.EventToolApproval:
+		if p, _ := ev.Payload.(vocab.ApprovalPayload); p.State == vocab.ApprovalRequested {
+			s.stats.asked++
+		}
 	case vocab.EventToolExecutionEnd:
-		if p, _ := ev.Payload.(vocab.ToolPayload); p.Result != nil {
+		if p, _ := ev.Payload.(vocab.ToolPayload); p.Result != nil && !p.Background {
+			delete(s.toolsOn, p.Call.ID)
+		}
+		if p, _ := ev.Payload.(vocab.ToolPayload); p.Result != nil && !p.Background {
 			if s.stepEnded == nil {
 				s.stepEnded = map[string]string{}
 			}
 			s.stepEnded[p.Call.ID] = p.Result.Content
 		}
 	case vocab.EventToolExecutionStart:
+		s.toolStarts(ev.Payload.(vocab.ToolPayload).Call)
 		if !s.stepUsage {
 			s.failf("usage-before-tools", "a tool of step %d of turn %d starts before the step's usage is recorded", s.stepNo, s.turnNo)
 		}
@@ -2204,8 +2373,7 @@ func (s *sim) onEvent(ev vocab.Event) {
 		m := ev.Payload.(vocab.MessagePayload).Message
 		rec := s.msgs[m.ID]
 		switch {
-		case rec == nil && strings.HasPrefix(string(m.ID), string(simSession)+"-w"):
-			// made by a will-begin-step hook
+		case rec == nil && coreMade(m.ID):
 		case rec == nil:
 			s.failf("message-accounting", "user/message %s is no caller input", m.ID)
 		case rec.state != stClaimed:
@@ -2297,6 +2465,55 @@ func (s *sim) onEvent(ev vocab.Event) {
 	}
 }
 
+// backgroundDone reports whether in ends a tool call that went on in the
+// background: its notification wakes the agent.
+func (s *sim) backgroundDone(in vocab.Input) bool {
+	it := s.work[in.Work]
+	return in.Kind == vocab.InToolDone && it != nil && it.detached
+}
+
+// toolStarts checks a call that starts executing against those that
+// execute: none of them conflicts with it, and fewer than the cap run.
+func (s *sim) toolStarts(c vocab.ToolCall) {
+	var acc vocab.Accesses
+	for _, t := range s.cfg.Tools {
+		if t.Name == c.Name {
+			acc = t.CallAccesses(c.Args, !s.cfg.CaseSensitivePaths)
+		}
+	}
+	limit := s.cfg.MaxParallelTools
+	if limit == 0 {
+		limit = session.DefaultMaxParallelTools
+	}
+	if len(s.toolsOn) >= limit {
+		s.failf("tool-schedule", "call %q starts with %d calls executing, the cap is %d", c.ID, len(s.toolsOn), limit)
+	}
+	for id, o := range s.toolsOn {
+		if o.Conflicts(acc) {
+			s.failf("tool-schedule", "call %q %s starts while call %q, which conflicts with it, executes", c.ID, c.Args, id)
+		}
+	}
+	if len(s.toolsOn) > 0 {
+		s.stats.parallel++
+	}
+	if s.toolsOn == nil {
+		s.toolsOn = map[string]vocab.Accesses{}
+	}
+	s.toolsOn[c.ID] = acc
+}
+
+// coreMade reports whether a message id is one the core made: a message a
+// will-begin-step hook added, a tool result's delivery, a background
+// call's notification.
+func coreMade(id vocab.ID) bool {
+	for _, p := range []string{"-w", "-dl-", "-bg"} {
+		if strings.HasPrefix(string(id), string(simSession)+p) {
+			return true
+		}
+	}
+	return false
+}
+
 func simToolNames(cfg session.Config) []string {
 	var names []string
 	for _, t := range cfg.Tools {
@@ -2309,8 +2526,8 @@ func (s *sim) onInbox(p vocab.InboxPayload) {
 	for _, m := range p.Messages {
 		rec := s.msgs[m.ID]
 		if rec == nil {
-			if p.Target == "step" && strings.HasPrefix(string(m.ID), string(simSession)+"-w") {
-				continue // made by a will-begin-step hook
+			if coreMade(m.ID) {
+				continue
 			}
 			s.failf("message-accounting", "inbox %s %s: %s is no caller input", p.Target, p.Op, m.ID)
 			continue
@@ -2379,7 +2596,7 @@ func (s *sim) onWork(w session.Work) {
 	switch w.Op {
 	case session.Start:
 		if recovering && w.ID <= s.reo.maxWork {
-			if !s.reo.rearm[w.ID] {
+			if !s.reo.rearm[w.ID] && !s.reo.rehook[w.ID] {
 				s.failf("reopen-rearm", "the reopen hands out %s again, which is no timer armed at the crash (or was re-armed already)", describeWork(w))
 				return
 			}
@@ -2389,7 +2606,7 @@ func (s *sim) onWork(w session.Work) {
 		if w.ID <= s.maxWork {
 			s.failf("work-ids", "work %d starts after work %d", w.ID, s.maxWork)
 		}
-		if recovering && w.Kind != session.WorkTimer {
+		if recovering && w.Kind != session.WorkTimer && !(s.reo.approval && w.Kind == session.WorkTool) {
 			s.failf("reopen-rests", "the recovery hands out %s", describeWork(w))
 		}
 		s.maxWork = max(s.maxWork, w.ID)
@@ -2444,8 +2661,9 @@ func (s *sim) onWork(w session.Work) {
 // timer as it was armed, with its id, once.
 func (s *sim) rearmed(w session.Work) {
 	delete(s.reo.rearm, w.ID)
+	delete(s.reo.rehook, w.ID)
 	it := s.work[w.ID]
-	if w.Kind != session.WorkTimer || !equalWork(it.w, w) {
+	if w.Kind != session.WorkTimer && w.Kind != session.WorkHook || !equalWork(it.w, w) {
 		s.failf("reopen-rearm", "the reopen re-arms %s, which was armed as %s", describeWork(w), describeWork(it.w))
 		return
 	}

@@ -341,6 +341,7 @@ var Definition = &chart.Def[Ctx]{
 		{From: Detached, On: TrExecDone, To: Failed, Action: aDone},
 		{From: Detached, On: TrExecFailed, To: Failed, Action: aExecFailed},
 		{From: Detached, On: TrAbort, To: Aborted, Action: aAbortDetached},
+		{From: Detached, On: TrExecUpdate, Action: aUpdate},
 	},
 }
 
