@@ -8,8 +8,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/loopchart/loopchart/adapters/clock"
+	"github.com/loopchart/loopchart/adapters/llm/scripted"
 	"github.com/loopchart/loopchart/adapters/store"
 	"github.com/loopchart/loopchart/adapters/store/memory"
+	"github.com/loopchart/loopchart/adapters/tools"
 	"github.com/loopchart/loopchart/agentsvc"
 	"github.com/loopchart/loopchart/hooks"
 	"github.com/loopchart/loopchart/vocab"
@@ -229,4 +232,99 @@ type plainTool struct{ *writeTool }
 
 func (p plainTool) Spec() vocab.ToolSpec {
 	return vocab.ToolSpec{Name: "plain", Access: []vocab.AccessDecl{{Field: "path", Mode: vocab.AccessWrite}}}
+}
+
+// A tool that detaches: the turn goes on with its acknowledgement, and its
+// completion comes back later as a notification that wakes the agent.
+func TestBackgroundTool(t *testing.T) {
+	ctx := ctx5(t)
+	release, acked := make(chan struct{}), make(chan bool, 1)
+	bg := tools.MustTypedText(vocab.ToolSpec{Name: "build", NoAccess: true}, func(ctx context.Context, _ struct{}) (string, error) {
+		acked <- tools.Detach(ctx, "build started")
+		<-release
+		return "build ok", nil
+	})
+	svc, err := openWith(t, memory.New(), "s1", `{"steps": [
+		{"tool_calls": [{"id": "c1", "name": "build", "args": {}}]},
+		{"parts": [{"text": "started it"}]},
+		{"parts": [{"text": "the build is done"}], "expect": {"last_user_contains": "[async tool completed] build (tool_call_id=c1)"}}]}`, []vocab.Tool{bg}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(ctx)
+	p, err := svc.Submit(vocab.UserText("build it"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !<-acked {
+		t.Fatal("Detach refused")
+	}
+	res, err := p.Wait(ctx)
+	if err != nil || res.Kind != vocab.PromptCompleted {
+		t.Fatalf("the prompt ended %v %v while its tool still ran", res, err)
+	}
+	close(release)
+	for ev, err := range svc.Events(ctx, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, ok := ev.Payload.(vocab.MessagePayload); ok && ev.Kind == vocab.EventAssistant && m.Message.Text() == "the build is done" {
+			break
+		}
+	}
+	h, _ := svc.History(ctx)
+	var results []string
+	for _, m := range h.Messages() {
+		if m.Result != nil {
+			results = append(results, m.Result.Content)
+		}
+	}
+	if len(results) != 1 || results[0] != "build started" {
+		t.Errorf("tool results in history %q, want the acknowledgement only", results)
+	}
+}
+
+// With a spill store, an output over the limit is stored whole; the model
+// sees its head and a reference it pages through with read_output.
+func TestSpillThroughTheService(t *testing.T) {
+	ctx := ctx5(t)
+	big := strings.Repeat("x", 60_000) + "END"
+	dump := tools.MustTypedText(vocab.ToolSpec{Name: "dump", NoAccess: true}, func(context.Context, struct{}) (string, error) { return big, nil })
+	s, err := scripted.Parse([]byte(`{"steps": [{"tool_calls": [{"id": "c1", "name": "dump", "args": {}}], "expect": {"tools": ["dump", "read_output"]}},
+		{"parts": [{"text": "ok"}]}]}`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs := tools.MemoryBlobs()
+	svc, err := agentsvc.New(agentsvc.Options{Provider: scripted.New(s, clock.Real()), Tools: []vocab.Tool{dump}, Spill: blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(ctx)
+	p, err := svc.SubmitText("dump it")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := svc.History(ctx)
+	var res *vocab.ToolResult
+	for _, m := range h.Messages() {
+		if m.Result != nil {
+			res = m.Result
+		}
+	}
+	if res == nil || res.Spill == nil || res.Spill.Chars != len(big) || len([]rune(res.Content)) >= len(big) {
+		t.Fatalf("the result in history: %+v", res)
+	}
+	stored, err := blobs.Get(ctx, res.Spill.Ref)
+	if err != nil || string(stored) != big {
+		t.Fatalf("the spilled blob: %d bytes, %v", len(stored), err)
+	}
+	page, _ := tools.ReadOutput(blobs).Run(ctx, vocab.ToolCall{ID: "r", Name: "read_output",
+		Args: json.RawMessage(`{"ref":"` + res.Spill.Ref + `","offset":59990}`)}, nil)
+	if !strings.Contains(page.Content, "xxEND") {
+		t.Errorf("read_output at the end gives %q", page.Content)
+	}
 }
