@@ -157,6 +157,10 @@ func (c *Core) launch(cl *call) bool {
 	return true
 }
 
+// proceedAsIs lets a call run unchanged, boxed once: it is the answer
+// for every call when no before-tool hook runs.
+var proceedAsIs chart.Event = tool.BeforeProceed{}
+
 // skippedResult is the result of a call after one that stopped its batch.
 var skippedResult = vocab.ToolResult{Content: "Tool skipped because a previous tool call stopped the batch.", IsError: true, Code: vocab.CodeToolSkipped}
 
@@ -302,9 +306,12 @@ func (c *Core) beforeVerdict(cl *call, v vocab.HookVerdict) {
 		if sp := c.spec(cl.Call.Name); q == "" && sp != nil && sp.Approval {
 			q = "Run " + cl.Call.Name + "?"
 		}
-		if q != "" {
+		switch {
+		case q != "":
 			ev = tool.BeforeAsk{Question: q, Call: nc}
-		} else {
+		case v.Args == nil:
+			ev = proceedAsIs
+		default:
 			ev = tool.BeforeProceed{Call: nc}
 		}
 	}
