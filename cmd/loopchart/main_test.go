@@ -374,3 +374,26 @@ func sortInstants(out string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// --approve deny refuses the edit: the model gets the denial and the edit
+// never runs.
+func TestDemoApproveDeny(t *testing.T) {
+	code, out, errOut := demo(t, "--approve", "deny")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s\nstdout:\n%s", code, errOut, out)
+	}
+	for _, want := range []string{
+		"approval given for call_3: deny: the person running the demo said no",
+		`result call_3: Tool "edit_file" was not approved: the person running the demo said no`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("timeline lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "run call_3 edit_file") {
+		t.Errorf("the denied edit ran:\n%s", out)
+	}
+	if code, _, _ := demo(t, "--approve", "maybe"); code == 0 {
+		t.Error("--approve maybe was accepted")
+	}
+}
