@@ -53,3 +53,33 @@ func FuzzDecodeEvent(f *testing.F) {
 		}
 	})
 }
+
+// FuzzToolCallArgs: whatever bytes a model writes as a call's arguments,
+// the call encodes, and decodes back to the same bytes.
+func FuzzToolCallArgs(f *testing.F) {
+	for _, s := range []string{`{"path":"a"}`, `{"path":`, "", "null", "\xff{", `"just a string"`, "[1,2]", " {} "} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, args []byte) {
+		c := vocab.ToolCall{ID: "c1", Name: "read", Args: args}
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatalf("%q does not encode: %v", args, err)
+		}
+		var back vocab.ToolCall
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("%s does not decode: %v", b, err)
+		}
+		want := args
+		if json.Valid(args) {
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, args); err != nil {
+				t.Fatal(err)
+			}
+			want = compact.Bytes() // valid JSON is kept as JSON, compacted
+		}
+		if !bytes.Equal(back.Args, want) && !(len(want) == 0 && len(back.Args) == 0) {
+			t.Fatalf("args %q came back as %q (encoded %s)", args, back.Args, b)
+		}
+	})
+}
