@@ -107,8 +107,8 @@ func (w *Workspace) RunCommand(opt CommandOptions) vocab.Tool {
 		panic(err)
 	}
 	c := &commandTool{w: w, opt: opt}
-	return &tool{
-		spec: vocab.ToolSpec{
+	return newTool(
+		vocab.ToolSpec{
 			Name: "run_command",
 			Description: "Run a shell command line (" + strings.Join(opt.Shell, " ") + ") in the workspace directory, with no input. " +
 				"Returns its output (stdout and stderr together; at most " + strconv.Itoa(opt.MaxOutput) + " bytes, the middle dropped when longer) and exit code. " +
@@ -116,8 +116,11 @@ func (w *Workspace) RunCommand(opt CommandOptions) vocab.Tool {
 			Schema:   json.RawMessage(runCommandSchema),
 			Approval: true,
 		},
-		run: c.run,
-	}
+		c.run)
+}
+
+type commandArgs struct {
+	Command string `json:"command"`
 }
 
 type commandTool struct {
@@ -128,11 +131,8 @@ type commandTool struct {
 // errTimedOut is the cancel cause of a command that ran out of time.
 var errTimedOut = errors.New("command timed out")
 
-func (c *commandTool) run(ctx context.Context, raw []byte, _ func(string)) (vocab.ToolResult, error) {
-	var line string
-	if err := decodeArgs("run_command", raw, arg{"command", &line, true}); err != nil {
-		return fail(err), nil
-	}
+func (c *commandTool) run(ctx context.Context, a commandArgs) (vocab.ToolResult, error) {
+	line := a.Command
 	if strings.TrimSpace(line) == "" {
 		return failf(vocab.CodeToolBadArguments, "bad arguments for run_command: command is empty"), nil
 	}

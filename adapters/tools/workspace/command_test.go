@@ -42,7 +42,7 @@ func TestRunCommandExitCodes(t *testing.T) {
 		t.Errorf("stdin is not the null device: %q", got)
 	}
 	wantErr(t, run(t, rc, map[string]any{"command": "  "}), vocab.CodeToolBadArguments, "command is empty")
-	wantErr(t, run(t, rc, map[string]any{}), vocab.CodeToolBadArguments, `missing required field "command"`)
+	wantErr(t, run(t, rc, map[string]any{}), vocab.CodeToolBadArguments, `missing properties: ["command"]`)
 	bad := w.RunCommand(CommandOptions{Shell: []string{filepath.Join(w.Root(), "no-such-shell")}})
 	wantErr(t, run(t, bad, map[string]any{"command": "x"}), vocab.CodeToolFailed, "could not start")
 }

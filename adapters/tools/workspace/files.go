@@ -24,8 +24,8 @@ import (
 const sniffBytes = 8000
 
 func (w *Workspace) readFileTool() vocab.Tool {
-	return &tool{
-		spec: vocab.ToolSpec{
+	return newTool(
+		vocab.ToolSpec{
 			Name: "read_file",
 			Description: "Read a text file of the workspace. Lines come numbered (number, tab, text). " +
 				"Use offset_line and limit_lines to read part of a large file; output over " + strconv.FormatInt(w.opt.MaxReadBytes, 10) +
@@ -33,17 +33,17 @@ func (w *Workspace) readFileTool() vocab.Tool {
 			Schema: json.RawMessage(readFileSchema),
 			Access: []vocab.AccessDecl{{Field: "path", Mode: vocab.AccessRead}},
 		},
-		run: w.readFile,
-	}
+		w.readFile)
 }
 
-func (w *Workspace) readFile(ctx context.Context, raw []byte, _ func(string)) (vocab.ToolResult, error) {
-	var p string
-	var offsetArg, limitArg *int
-	if err := decodeArgs("read_file", raw,
-		arg{"path", &p, true}, arg{"offset_line", &offsetArg, false}, arg{"limit_lines", &limitArg, false}); err != nil {
-		return fail(err), nil
-	}
+type readFileArgs struct {
+	Path       string `json:"path"`
+	OffsetLine *int   `json:"offset_line,omitempty"`
+	LimitLines *int   `json:"limit_lines,omitempty"`
+}
+
+func (w *Workspace) readFile(ctx context.Context, a readFileArgs) (vocab.ToolResult, error) {
+	p, offsetArg, limitArg := a.Path, a.OffsetLine, a.LimitLines
 	offset, limit := 1, 0
 	if offsetArg != nil {
 		if *offsetArg < 1 {
@@ -185,23 +185,24 @@ func (w *Workspace) readFile(ctx context.Context, raw []byte, _ func(string)) (v
 }
 
 func (w *Workspace) writeFileTool() vocab.Tool {
-	return &tool{
-		spec: vocab.ToolSpec{
+	return newTool(
+		vocab.ToolSpec{
 			Name: "write_file",
 			Description: "Write a file of the workspace with the given content, replacing it if it exists and creating missing parent directories. " +
 				"The write is atomic (a temporary file renamed into place). At most " + strconv.FormatInt(w.opt.MaxFileBytes, 10) + " bytes.",
 			Schema: json.RawMessage(writeFileSchema),
 			Access: []vocab.AccessDecl{{Field: "path", Mode: vocab.AccessWrite, Parents: true}},
 		},
-		run: w.writeFile,
-	}
+		w.writeFile)
 }
 
-func (w *Workspace) writeFile(ctx context.Context, raw []byte, _ func(string)) (vocab.ToolResult, error) {
-	var p, content string
-	if err := decodeArgs("write_file", raw, arg{"path", &p, true}, arg{"content", &content, true}); err != nil {
-		return fail(err), nil
-	}
+type writeFileArgs struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+func (w *Workspace) writeFile(ctx context.Context, a writeFileArgs) (vocab.ToolResult, error) {
+	p, content := a.Path, a.Content
 	if int64(len(content)) > w.opt.MaxFileBytes {
 		return failf(vocab.CodeToolRefused, "refused to write %q: the content is %d bytes, over the %d-byte limit", p, len(content), w.opt.MaxFileBytes), nil
 	}
@@ -303,8 +304,8 @@ func (w *Workspace) writeAtomic(ctx context.Context, rel string, data []byte, pe
 }
 
 func (w *Workspace) editFileTool() vocab.Tool {
-	return &tool{
-		spec: vocab.ToolSpec{
+	return newTool(
+		vocab.ToolSpec{
 			Name: "edit_file",
 			Description: "Replace one exact occurrence of old with new in a file of the workspace. " +
 				"The edit fails when old does not occur or occurs more than once (include more surrounding text to make it unique). " +
@@ -312,15 +313,17 @@ func (w *Workspace) editFileTool() vocab.Tool {
 			Schema: json.RawMessage(editFileSchema),
 			Access: []vocab.AccessDecl{{Field: "path", Mode: vocab.AccessReadWrite}},
 		},
-		run: w.editFile,
-	}
+		w.editFile)
 }
 
-func (w *Workspace) editFile(ctx context.Context, raw []byte, _ func(string)) (vocab.ToolResult, error) {
-	var p, old, repl string
-	if err := decodeArgs("edit_file", raw, arg{"path", &p, true}, arg{"old", &old, true}, arg{"new", &repl, true}); err != nil {
-		return fail(err), nil
-	}
+type editFileArgs struct {
+	Path string `json:"path"`
+	Old  string `json:"old"`
+	New  string `json:"new"`
+}
+
+func (w *Workspace) editFile(ctx context.Context, a editFileArgs) (vocab.ToolResult, error) {
+	p, old, repl := a.Path, a.Old, a.New
 	if old == "" {
 		return failf(vocab.CodeToolBadArguments, "bad arguments for edit_file: old is empty; give the exact text to replace"), nil
 	}

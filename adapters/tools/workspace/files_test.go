@@ -136,7 +136,7 @@ func TestWriteFile(t *testing.T) {
 	wantErr(t, run(t, write, map[string]any{"path": "d", "content": "x"}), vocab.CodeToolRefused, `"d"`, "directory")
 	wantErr(t, run(t, write, map[string]any{"path": ".", "content": "x"}), vocab.CodeToolRefused, "workspace directory itself")
 	wantErr(t, run(t, write, map[string]any{"path": "f.txt/x", "content": "x"}), vocab.CodeToolFailed, "f.txt/x")
-	wantErr(t, run(t, write, map[string]any{"path": "x.txt"}), vocab.CodeToolBadArguments, `missing required field "content"`)
+	wantErr(t, run(t, write, map[string]any{"path": "x.txt"}), vocab.CodeToolBadArguments, `missing properties: ["content"]`)
 	if _, err := os.Stat(filepath.Join(w.Root(), "big.txt")); err == nil {
 		t.Errorf("big.txt was written")
 	}
@@ -163,9 +163,9 @@ func TestEditFile(t *testing.T) {
 	before := readBack(t, w, "f.go")
 	wantErr(t, run(t, edit, map[string]any{"path": "f.go", "old": "func C", "new": "x"}), vocab.CodeToolFailed, "not found", `"f.go"`)
 	wantErr(t, run(t, edit, map[string]any{"path": "f.go", "old": "() {}", "new": "() { return }"}), vocab.CodeToolFailed, "occurs 2 times")
-	wantErr(t, run(t, edit, map[string]any{"path": "f.go", "old": "", "new": "x"}), vocab.CodeToolBadArguments, "old is empty")
+	wantErr(t, run(t, edit, map[string]any{"path": "f.go", "old": "", "new": "x"}), vocab.CodeToolBadArguments, `field "old": minLength`)
 	wantErr(t, run(t, edit, map[string]any{"path": "f.go", "old": "A", "new": "A"}), vocab.CodeToolBadArguments, "the same")
-	wantErr(t, run(t, edit, map[string]any{"path": "f.go", "old": "A"}), vocab.CodeToolBadArguments, `missing required field "new"`)
+	wantErr(t, run(t, edit, map[string]any{"path": "f.go", "old": "A"}), vocab.CodeToolBadArguments, `missing properties: ["new"]`)
 	wantErr(t, run(t, edit, map[string]any{"path": "nope.go", "old": "A", "new": "B"}), vocab.CodeToolFailed, "does not exist")
 	if got := readBack(t, w, "f.go"); got != before {
 		t.Fatalf("failed edits changed the file: %q", got)

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loopchart/loopchart/adapters/tools"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -150,8 +151,8 @@ func typeMark(m fs.FileMode) string {
 }
 
 func (w *Workspace) listDirTool() vocab.Tool {
-	return &tool{
-		spec: vocab.ToolSpec{
+	return newTool(
+		vocab.ToolSpec{
 			Name: "list_dir",
 			Description: "List a directory of the workspace, sorted, one workspace-relative path a line. " +
 				"Directories end in /, symbolic links (never followed) in @, named pipes in |, sockets in =. " +
@@ -160,16 +161,16 @@ func (w *Workspace) listDirTool() vocab.Tool {
 			Schema: json.RawMessage(listDirSchema),
 			Access: []vocab.AccessDecl{{Field: "path", Mode: vocab.AccessRead, Recursive: true, Default: "."}},
 		},
-		run: w.listDir,
-	}
+		w.listDir)
 }
 
-func (w *Workspace) listDir(ctx context.Context, raw []byte, _ func(string)) (vocab.ToolResult, error) {
-	p := "."
-	var recursive bool
-	if err := decodeArgs("list_dir", raw, arg{"path", &p, false}, arg{"recursive", &recursive, false}); err != nil {
-		return fail(err), nil
-	}
+type listDirArgs struct {
+	Path      string `json:"path,omitempty"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+func (w *Workspace) listDir(ctx context.Context, a listDirArgs) (vocab.ToolResult, error) {
+	p, recursive := a.Path, a.Recursive
 	if p == "" {
 		p = "."
 	}
@@ -229,8 +230,8 @@ const (
 )
 
 func (w *Workspace) grepTool() vocab.Tool {
-	return &tool{
-		spec: vocab.ToolSpec{
+	return newTool(
+		vocab.ToolSpec{
 			Name: "grep",
 			Description: "Search the text files of the workspace for lines matching a Go regular expression (RE2 syntax; (?i) for case-insensitive). " +
 				"Prints path:line: text, files in sorted order, at most " + strconv.Itoa(w.opt.MaxGrepMatches) + " matches. " +
@@ -239,8 +240,13 @@ func (w *Workspace) grepTool() vocab.Tool {
 			Schema: json.RawMessage(grepSchema),
 			Access: []vocab.AccessDecl{{Field: "path", Mode: vocab.AccessSearch, Recursive: true, Default: "."}},
 		},
-		run: w.grep,
-	}
+		w.grep)
+}
+
+type grepArgs struct {
+	Pattern string `json:"pattern"`
+	Path    string `json:"path,omitempty"`
+	Glob    string `json:"glob,omitempty"`
 }
 
 // grepState is one grep call's running totals.
@@ -257,11 +263,10 @@ type grepState struct {
 	cut      bool
 }
 
-func (w *Workspace) grep(ctx context.Context, raw []byte, progress func(string)) (vocab.ToolResult, error) {
-	var pattern, glob string
-	p := "."
-	if err := decodeArgs("grep", raw, arg{"pattern", &pattern, true}, arg{"path", &p, false}, arg{"glob", &glob, false}); err != nil {
-		return fail(err), nil
+func (w *Workspace) grep(ctx context.Context, a grepArgs) (vocab.ToolResult, error) {
+	pattern, glob, p := a.Pattern, a.Glob, a.Path
+	if p == "" {
+		p = "."
 	}
 	if pattern == "" {
 		return failf(vocab.CodeToolBadArguments, "bad arguments for grep: pattern is empty"), nil
@@ -303,7 +308,7 @@ func (w *Workspace) grep(ctx context.Context, raw []byte, progress func(string))
 				return err
 			}
 			if st.files%grepProgressEvery == 0 {
-				progress(fmt.Sprintf("grep: searched %d files, %d matches", st.files, st.matches))
+				tools.Progress(ctx, fmt.Sprintf("grep: searched %d files, %d matches", st.files, st.matches))
 			}
 			if st.cut {
 				return errStop

@@ -49,7 +49,7 @@ func TestListDir(t *testing.T) {
 	}
 	wantErr(t, run(t, list, map[string]any{"path": "a.txt"}), vocab.CodeToolFailed, `"a.txt" is not a directory`)
 	wantErr(t, run(t, list, map[string]any{"path": "nope"}), vocab.CodeToolFailed, `"nope" does not exist`)
-	wantErr(t, run(t, list, map[string]any{"recursive": "yes"}), vocab.CodeToolBadArguments, "must be a boolean")
+	wantErr(t, run(t, list, map[string]any{"recursive": "yes"}), vocab.CodeToolBadArguments, `want one of "boolean, null"`)
 
 	// Bounded.
 	small := tree(t, Options{MaxListEntries: 3})
@@ -127,7 +127,7 @@ func TestGrep(t *testing.T) {
 	}
 	wantErr(t, run(t, grep, map[string]any{"pattern": "a(b"}), vocab.CodeToolBadArguments, "not a valid Go regular expression")
 	wantErr(t, run(t, grep, map[string]any{"pattern": "a", "glob": "[x"}), vocab.CodeToolBadArguments, `glob "[x"`)
-	wantErr(t, run(t, grep, map[string]any{"pattern": ""}), vocab.CodeToolBadArguments, "pattern is empty")
+	wantErr(t, run(t, grep, map[string]any{"pattern": ""}), vocab.CodeToolBadArguments, `field "pattern": minLength`)
 	wantErr(t, run(t, grep, map[string]any{"pattern": "a", "path": "link"}), vocab.CodeToolRefused, "symbolic link")
 	wantErr(t, run(t, grep, map[string]any{"pattern": "a", "path": "nope"}), vocab.CodeToolFailed, "does not exist")
 }

@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/loopchart/loopchart/adapters/tools"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -265,27 +266,17 @@ func fsError(p string, err error) *vocab.Error {
 	return vocab.Errorf(vocab.CodeToolFailed, "%q: %v", p, err)
 }
 
-// tool is one workspace tool: a spec and a function of its arguments.
-type tool struct {
-	spec vocab.ToolSpec
-	run  func(ctx context.Context, args []byte, progress func(string)) (vocab.ToolResult, error)
-}
-
-func (t *tool) Spec() vocab.ToolSpec { return t.spec }
-
-func (t *tool) Run(ctx context.Context, call vocab.ToolCall, progress func(string)) (vocab.ToolResult, error) {
-	if progress == nil {
-		progress = func(string) {}
-	}
-	if err := ctx.Err(); err != nil {
-		return vocab.ToolResult{}, err
-	}
-	res, err := t.run(ctx, call.Args, progress)
-	if err != nil {
-		return vocab.ToolResult{}, err
-	}
-	res.CallID, res.Name = call.ID, call.Name
-	return res, nil
+// newTool makes a workspace tool from a function of its arguments:
+// tools.Typed validates them against the spec's schema and decodes them
+// strictly into A (unknown fields, duplicate keys and wrong types are
+// error results for the model) before run sees them.
+func newTool[A any](spec vocab.ToolSpec, run func(ctx context.Context, a A) (vocab.ToolResult, error)) vocab.Tool {
+	return tools.MustTyped(spec, func(ctx context.Context, a A) (vocab.ToolResult, error) {
+		if err := ctx.Err(); err != nil {
+			return vocab.ToolResult{}, err
+		}
+		return run(ctx, a)
+	})
 }
 
 // fail is an error result made from a typed error: the model sees its
