@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"sync"
-
 	"github.com/loopchart/loopchart/adapters/tools"
 	"github.com/loopchart/loopchart/vocab"
 )
@@ -17,16 +15,10 @@ func (e *Engine) runTool(wk *worker) {
 	progress := func(text string) {
 		_ = e.post(item{in: vocab.Input{Kind: vocab.InToolUpdate, At: e.opt.Clock.Now(), Work: id, Text: text}}, nil)
 	}
-	var once sync.Once
-	detach := func(ack string) bool {
-		first := false
-		once.Do(func() {
-			first = true
-			_ = e.post(item{in: vocab.Input{Kind: vocab.InToolDetached, At: e.opt.Clock.Now(), Work: id, Text: ack}}, nil)
-		})
-		return first
+	detach := func(ack string) bool { // tools.Detach calls it at most once
+		return e.post(item{in: vocab.Input{Kind: vocab.InToolDetached, At: e.opt.Clock.Now(), Work: id, Text: ack}}, nil) == nil
 	}
 	ctx := tools.WithRun(wk.ctx, progress, detach)
-	res := e.opt.Tools.Execute(ctx, *wk.w.Call, progress)
+	res := e.opt.Tools.Execute(ctx, *wk.w.Call, nil) // progress rides in ctx
 	e.report(wk, vocab.Input{Kind: vocab.InToolDone, Result: &res})
 }

@@ -32,6 +32,12 @@ func decodeArgs[A any](raw json.RawMessage, rs *jsonschema.Resolved) (A, string)
 	if len(data) == 0 {
 		data = []byte("{}")
 	}
+	if string(data) == "{}" && rs == nil {
+		var a A
+		if err := json.Unmarshal(data, &a); err == nil {
+			return a, "" // no keys: nothing to check (the common no-argument call)
+		}
+	}
 	var v any
 	if err := json.Unmarshal(data, &v); err != nil {
 		return zero, capProblem(describeJSONError(err))

@@ -47,17 +47,25 @@ func (d *detacher) try(ack string) bool {
 // the caller offers no detaching. Both must be safe to call from the
 // tool's goroutines.
 func WithRun(ctx context.Context, progress func(string), detach func(ack string) bool) context.Context {
-	st := &runState{progress: progress}
+	// One allocation for both (this runs for every tool call).
+	both := &struct {
+		st runState
+		d  detacher
+	}{st: runState{progress: progress}}
 	if detach != nil {
-		st.detach = &detacher{fn: detach}
+		both.d.fn = detach
+		both.st.detach = &both.d
 	}
-	return context.WithValue(ctx, runKey{}, st)
+	return context.WithValue(ctx, runKey{}, &both.st)
 }
 
 // withProgress returns ctx with its progress func replaced by progress,
 // keeping the detaching ctx already offers (and its once-only state). A
 // nil progress keeps the progress ctx has.
 func withProgress(ctx context.Context, progress func(string)) context.Context {
+	if progress == nil {
+		return ctx // nothing to replace: no new layer
+	}
 	parent := runFrom(ctx)
 	st := &runState{progress: progress}
 	if parent != nil {

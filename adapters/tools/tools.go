@@ -137,7 +137,9 @@ func (r *Registry) Execute(ctx context.Context, call vocab.ToolCall, progress fu
 		return res
 	}
 	ctx = withProgress(ctx, progress)
-	ctx = context.WithValue(ctx, spillLimitKey{}, limit)
+	if _, ro := t.(spillExempt); ro {
+		ctx = context.WithValue(ctx, spillLimitKey{}, limit) // read_output pages within it
+	}
 	if progress == nil {
 		progress = progressFrom(ctx)
 	}

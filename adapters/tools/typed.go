@@ -125,8 +125,8 @@ func (t *typedTool[A]) Run(ctx context.Context, call vocab.ToolCall, progress fu
 	if problem != "" {
 		return BadArguments(t.spec.Name, problem), nil
 	}
-	if progress != nil {
-		ctx = withProgress(ctx, progress)
+	if progress != nil && progressFrom(ctx) == nil {
+		ctx = withProgress(ctx, progress) // a registry's ctx carries it already
 	}
 	return t.fn(ctx, args)
 }
