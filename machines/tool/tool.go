@@ -28,7 +28,7 @@
 //
 // A background tool acknowledges and detaches: the turn gets the
 // Acknowledge result at once, and the real completion arrives later as the
-// Outcome with Background set.
+// Outcome with Background set. It may go on reporting progress meanwhile.
 //
 // The machine is pure and synchronous: Fire an event, read the transitions
 // and effects from the chart.Out. See Definition for every edge.
