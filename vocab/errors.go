@@ -16,6 +16,12 @@ const (
 	// CodeMaxStepsExceeded: a turn reached the configured max steps with
 	// nothing new to say. Not retryable.
 	CodeMaxStepsExceeded Code = "loop.max_steps_exceeded"
+	// CodeLoopCriticalRepeat: loop detection found a critical tool loop a
+	// second time in one run; the run stopped. Not retryable.
+	CodeLoopCriticalRepeat Code = "loop.critical_repeat"
+	// CodeRunTimeout: a prompt's run went past its wall-clock timeout
+	// (default 48 h) and was cancelled. Not retryable.
+	CodeRunTimeout Code = "run.timeout"
 	// CodeAgentBusy: the agent cannot take this request now. Retryable.
 	CodeAgentBusy Code = "turn.agent_busy"
 	// CodeEmptyResponse: the model answered with no content and no tool call.
@@ -28,6 +34,11 @@ const (
 	CodeTransport Code = "llm.transport"
 	// CodeTimeout: the provider timed out (408).
 	CodeTimeout Code = "llm.timeout"
+	// CodeStreamIdle: a model reply's stream went silent for longer than
+	// the session allows (no first part within the first-token timeout,
+	// or no next part within the chunk timeout) and was cut off.
+	// Retryable: the retry policy tries the request again.
+	CodeStreamIdle Code = "llm.stream_idle"
 	// CodeSyntax: the provider's answer could not be understood. Not retryable.
 	CodeSyntax Code = "llm.syntax"
 	// CodeContextOverflow: the request does not fit the model's context.

@@ -35,6 +35,10 @@ const (
 	EventRetry        EventKind = "llm/retry"
 	EventUsage        EventKind = "usage"
 	EventWarning      EventKind = "loop/warning"
+	// EventLoopIntervention records loop detection blocking a tool batch,
+	// or terminating the run (a second critical loop). Its payload is a
+	// LoopPayload, as is loop/warning's.
+	EventLoopIntervention EventKind = "loop/intervention"
 	EventPrompt       EventKind = "prompt/state"
 	EventStatus       EventKind = "agent/status"
 	EventError        EventKind = "agent/error"
@@ -228,6 +232,23 @@ type ToolPayload struct {
 	// Background is set on the end of a call that ran in the background
 	// (its result becomes a notification, not the turn's tool result).
 	Background bool `json:"background,omitempty"`
+}
+
+// LoopPayload records what loop detection found: the detector, its level
+// (warning or critical), how many times, on which call of which tool, the
+// action key, the message the model gets, and for an intervention whether
+// it terminated the run. Code and Message alone are what older warnings
+// carried.
+type LoopPayload struct {
+	Code      Code   `json:"code,omitempty"`
+	Message   string `json:"message,omitempty"`
+	Detector  string `json:"detector,omitempty"`
+	Level     string `json:"level,omitempty"`
+	Count     int    `json:"count,omitempty"`
+	Tool      string `json:"tool,omitempty"`
+	CallID    string `json:"callId,omitempty"`
+	Key       string `json:"key,omitempty"`
+	Terminate bool   `json:"terminate,omitempty"`
 }
 
 // ApprovalState says where a call's approval stands.

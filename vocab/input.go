@@ -192,6 +192,9 @@ const (
 	HookBeforeTool HookName = "before-tool"
 	// HookAfterTool sees a call's result and may rewrite it (OnAfterTool).
 	HookAfterTool HookName = "after-tool"
+	// HookLoopWarning tells listeners of a loop warning (OnLoopWarning);
+	// its verdict changes nothing.
+	HookLoopWarning HookName = "loop-warning"
 )
 
 // HookVerdict is what a hook chain decided. Only the fields of its hook are

@@ -21,8 +21,14 @@ type ToolSpec struct {
 	// (a pure computation, a lookup): they never wait for others.
 	NoAccess bool `json:"noAccess,omitempty"`
 	// Poll marks a tool that polls for progress (a job's status): loop
-	// detection judges its repeats by their outcomes.
+	// detection judges its repeats by their outcomes, with thresholds of
+	// its own.
 	Poll bool `json:"poll,omitempty"`
+	// Volatile names result fields (keys of a JSON object result, at any
+	// depth) that change on every call without saying anything (a
+	// timestamp, a request id): loop detection ignores them when it
+	// compares results.
+	Volatile []string `json:"volatile,omitempty"`
 	// StopBatch declares that a call of this tool ends its batch: the calls
 	// after it in the same reply are not run (they get a skipped result).
 	StopBatch bool `json:"stopBatch,omitempty"`

@@ -39,6 +39,9 @@ const (
 	// CancelInterrupted: the process running the session stopped (a
 	// crash); recovery on reopen closes what it left open.
 	CancelInterrupted CancelKind = "interrupted"
+	// CancelTimeout: the run's wall-clock timeout ran out; the run's
+	// prompt ends failed with CodeRunTimeout.
+	CancelTimeout CancelKind = "timeout"
 )
 
 // CancelCause says who cancelled and, for a hook, why.

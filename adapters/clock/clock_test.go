@@ -374,3 +374,26 @@ func ExampleFake() {
 	// timer at 00:00:02
 	// pending 0
 }
+
+// A driver that advances "to what comes next within an hour" leaves a far
+// timer alone and still fires the near ones.
+func TestFakeAdvanceToNextWithin(t *testing.T) {
+	c := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var fired []string
+	c.AfterFunc(48*time.Hour, func() { fired = append(fired, "far") })
+	if _, ok := c.AdvanceToNextWithin(time.Hour); ok || len(fired) != 0 {
+		t.Fatalf("advanced to a timer 48 h away: %v", fired)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := c.WaitForDue(ctx, time.Hour); err == nil {
+		t.Fatal("WaitForDue returned with only a far timer armed")
+	}
+	c.AfterFunc(time.Second, func() { fired = append(fired, "near") })
+	if err := c.WaitForDue(context.Background(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := c.AdvanceToNextWithin(time.Hour); !ok || d != time.Second || len(fired) != 1 || fired[0] != "near" {
+		t.Fatalf("AdvanceToNextWithin = %v %v, fired %v", d, ok, fired)
+	}
+}

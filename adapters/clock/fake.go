@@ -141,6 +141,56 @@ func (c *Fake) AdvanceToNext() (time.Duration, bool) {
 	return d, true
 }
 
+// AdvanceToNextWithin is AdvanceToNext for a waiter due within d of now:
+// it moves the clock to the earliest deadline and fires what is due then
+// only when that deadline is at most d away, and reports whether it did.
+// A test that drives the clock "to whatever comes next" uses it so that a
+// far timer (a run's 48 h timeout) does not fire while the code under
+// test is merely busy on another goroutine.
+func (c *Fake) AdvanceToNextWithin(d time.Duration) (time.Duration, bool) {
+	c.mu.Lock()
+	next, ok := c.nextLive()
+	if !ok || next.Sub(c.now) > d {
+		c.mu.Unlock()
+		return 0, false
+	}
+	moved := max(next.Sub(c.now), 0)
+	c.mu.Unlock()
+	c.runUntil(next)
+	return moved, true
+}
+
+// WaitForDue blocks until a waiter due within d of now is armed, or ctx
+// is done, in which case it returns context.Cause(ctx).
+func (c *Fake) WaitForDue(ctx context.Context, d time.Duration) error {
+	for {
+		c.mu.Lock()
+		if next, ok := c.nextLive(); ok && next.Sub(c.now) <= d {
+			c.mu.Unlock()
+			return nil
+		}
+		armed := c.armed
+		c.mu.Unlock()
+		select {
+		case <-armed:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// nextLive returns the earliest deadline of a live waiter.
+func (c *Fake) nextLive() (time.Time, bool) {
+	var next time.Time
+	ok := false
+	for _, w := range c.waiters {
+		if (w.ctx == nil || w.ctx.Err() == nil) && (!ok || w.deadline.Before(next)) {
+			next, ok = w.deadline, true
+		}
+	}
+	return next, ok
+}
+
 // Pending returns the number of armed waiters: timers that have neither
 // fired nor been stopped, plus goroutines blocked in Sleep whose context is
 // not done. A sleeper stops counting the moment its context is cancelled,

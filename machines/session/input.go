@@ -316,6 +316,8 @@ func (c *Core) verdict(p *pending, v vocab.HookVerdict) {
 	switch p.work.Hook {
 	case vocab.HookBeforeTool, vocab.HookAfterTool:
 		c.toolHookDone(p, v)
+	case vocab.HookLoopWarning:
+		// Listeners were told; their answer changes nothing.
 	case vocab.HookWillBeginStep:
 		switch {
 		case v.Err != nil:
@@ -429,6 +431,8 @@ func (c *Core) timerFired(p *pending) {
 	switch p.machine {
 	case "agent":
 		c.enqueue(fireReq{kind: reqAgent, ev: agent.TimerFired{Name: p.name, Seq: p.seq}})
+	case "run":
+		c.runTimedOut()
 	case "turn":
 		if p.name == turn.TimerAbortGrace {
 			// The turn's grace ends every call's: calls still settling

@@ -261,6 +261,7 @@ func (c *Core) beginTurn(f agent.StartTurn) {
 	c.claim = append(c.claim[:0], f.Claimed...)
 	c.inTurn = true
 	c.emit(vocab.EventTurnStart, nil)
+	c.runTurn()
 	if c.prompt != "" {
 		c.emit(vocab.EventPrompt, vocab.PromptPayload{Prompt: c.prompt, State: "running"})
 	}
@@ -270,6 +271,31 @@ func (c *Core) beginTurn(f agent.StartTurn) {
 		cfg.Retry.MaxAttempts = c.cfg.MaxAttempts
 	}
 	c.enqueue(fireReq{kind: reqStartTurn, cfg: &cfg})
+}
+
+// runTurn puts the turn that starts into a run: the current one while
+// its deadline has not passed and no new prompt starts, else a new one.
+// The run's timeout is armed for the turn (it is the turn's work: the
+// turn's end disarms it; an idle session holds no timer).
+func (c *Core) runTurn() {
+	if c.prompt != "" || c.runDeadline.IsZero() || !c.now.Before(c.runDeadline) {
+		c.runDeadline = c.now.Add(c.cfg.RunTimeout)
+		c.guard.NewRun() // loop detection looks at the run's calls only
+	}
+	if !c.cfg.NoRunTimeout {
+		c.start(&pending{kind: WorkTimer, machine: "run", name: "run-timeout", turn: c.turnNo}, Work{Deadline: c.runDeadline})
+	}
+}
+
+// runTimedOut ends the run whose timeout ran out: the turn is cancelled
+// with cause timeout (the inbox is kept); the next turn starts a new run.
+func (c *Core) runTimedOut() {
+	if c.turn == nil || c.closing() {
+		return
+	}
+	cause := vocab.CancelCause{Kind: vocab.CancelTimeout}
+	c.cause = cause
+	c.enqueue(fireReq{kind: reqAgent, ev: agent.Cancel{Cause: cause, KeepInbox: true}})
 }
 
 // hardStop ends the turn now: every tool still running is aborted, then

@@ -48,6 +48,7 @@ import (
 
 	"github.com/loopchart/loopchart/machines/agent"
 	"github.com/loopchart/loopchart/machines/chart"
+	"github.com/loopchart/loopchart/machines/loopguard"
 	"github.com/loopchart/loopchart/machines/tool"
 	"github.com/loopchart/loopchart/machines/turn"
 	"github.com/loopchart/loopchart/vocab"
@@ -84,6 +85,7 @@ type Hooks struct {
 	RequestError       bool `json:"requestError,omitempty"`
 	BeforeTool         bool `json:"beforeTool,omitempty"`
 	AfterTool          bool `json:"afterTool,omitempty"`
+	LoopWarning        bool `json:"loopWarning,omitempty"`
 }
 
 // Config is fixed for the life of a session. The zero value of every
@@ -116,7 +118,28 @@ type Config struct {
 	// compared for conflicts (on by default: on a case-insensitive file
 	// system "A.txt" and "a.txt" are one file).
 	CaseSensitivePaths bool `json:"caseSensitivePaths,omitempty"`
+	// RunTimeout is the wall-clock limit of a run, from the turn that
+	// claims its prompt through every turn after it (Continue, steers,
+	// notifications) until the next prompt, or the deadline, starts a new
+	// run; 0 means 48 h. When it runs out during a turn, the turn is
+	// cancelled with cause timeout and its prompt ends failed{run.timeout};
+	// a turn that starts after it starts a new run. The deadline runs on
+	// while the agent is paused, while a call awaits approval and across a
+	// reopen (it is in the log); its timer is armed only while a turn
+	// runs. NoRunTimeout turns it off.
+	RunTimeout   time.Duration `json:"runTimeout,omitempty"`
+	NoRunTimeout bool          `json:"noRunTimeout,omitempty"`
+	// NoLoopDetection turns loop detection off (it is on by default): the
+	// six detectors of machines/loopguard judge every batch before it runs;
+	// a warning is a loop/warning event and a note on the call's result, a
+	// critical loop blocks the batch, a second one ends the run failed
+	// with loop.critical_repeat.
+	NoLoopDetection bool `json:"noLoopDetection,omitempty"`
 }
+
+// DefaultRunTimeout is a run's wall-clock limit by default
+// (seed-semantics §1.8).
+const DefaultRunTimeout = 48 * time.Hour
 
 // DefaultMaxParallelTools is how many calls of a batch run at once by
 // default (seed-semantics §3.6).
@@ -139,6 +162,8 @@ func (c Config) Validate() error {
 		return vocab.Errorf(vocab.CodeBadInput, "session: negative HardStop %s", c.HardStop)
 	case c.MaxParallelTools < 0:
 		return vocab.Errorf(vocab.CodeBadInput, "session: negative MaxParallelTools %d", c.MaxParallelTools)
+	case c.RunTimeout < 0:
+		return vocab.Errorf(vocab.CodeBadInput, "session: negative RunTimeout %s (NoRunTimeout turns it off)", c.RunTimeout)
 	}
 	for i, t := range c.Tools {
 		if t.Name == "" {
@@ -175,6 +200,8 @@ func HooksOf(slots []vocab.HookName) Hooks {
 			h.BeforeTool = true
 		case vocab.HookAfterTool:
 			h.AfterTool = true
+		case vocab.HookLoopWarning:
+			h.LoopWarning = true
 		}
 	}
 	return h
@@ -189,6 +216,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxParallelTools == 0 {
 		c.MaxParallelTools = DefaultMaxParallelTools
+	}
+	if c.RunTimeout == 0 {
+		c.RunTimeout = DefaultRunTimeout
 	}
 	return c
 }
@@ -217,8 +247,10 @@ type Machines struct {
 	// current Step, spare from the next (see recycle).
 	pendings, dead   []*pending
 	tools, deadTools []*tool.Instance
-	turns, deadTurn  *turn.Instance
-	ids              eventIDs
+	// guardCalls is loop detection's scratch list of a batch's calls.
+	guardCalls      []loopguard.Call
+	turns, deadTurn *turn.Instance
+	ids             eventIDs
 }
 
 // payloadEntry is one boxed transition payload: a transition declared on
@@ -266,6 +298,11 @@ type Core struct {
 	// calls of earlier batches that went on in the background.
 	batch []*call
 	bg    []*call
+	// runDeadline is when the current run's timeout runs out (zero: no
+	// run yet).
+	runDeadline time.Time
+	// guard is loop detection's state: the run's tool call history.
+	guard loopguard.State
 
 	work    []*pending // outstanding work, in start order
 	workSeq uint64
@@ -480,7 +517,7 @@ func (c *Core) Validate(in vocab.Input) error {
 		for _, h := range in.Slots {
 			switch h {
 			case vocab.HookWillBeginStep, vocab.HookDidFinishStep, vocab.HookTurnStopping, vocab.HookBeforeSubmitPrompt, vocab.HookRequestError,
-				vocab.HookBeforeTool, vocab.HookAfterTool:
+				vocab.HookBeforeTool, vocab.HookAfterTool, vocab.HookLoopWarning:
 			default:
 				return vocab.Errorf(vocab.CodeBadInput, "hooks: unknown slot %q", h)
 			}
@@ -700,6 +737,8 @@ type Work struct {
 	Attempt int          `json:"attempt,omitempty"`
 	// Result is the call's result an after-tool chain sees (hook).
 	Result *vocab.ToolResult `json:"result,omitempty"`
+	// Loop is the loop warning listeners hear of (loop-warning hook).
+	Loop *vocab.LoopPayload `json:"loop,omitempty"`
 	// Deadline is when the timer fires (timer).
 	Deadline time.Time `json:"deadline,omitzero"`
 	// Input is the id of the caller input that asked for the work

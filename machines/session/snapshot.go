@@ -7,6 +7,7 @@ import (
 
 	"github.com/loopchart/loopchart/machines/agent"
 	"github.com/loopchart/loopchart/machines/chart"
+	"github.com/loopchart/loopchart/machines/loopguard"
 	"github.com/loopchart/loopchart/machines/tool"
 	"github.com/loopchart/loopchart/machines/turn"
 	"github.com/loopchart/loopchart/vocab"
@@ -17,39 +18,41 @@ const SnapshotVersion = 2
 
 // snapshot is the whole core as data.
 type snapshot struct {
-	Version    int                       `json:"version"`
-	Config     Config                    `json:"config"`
-	Agent      chart.Snapshot[agent.Ctx] `json:"agent"`
-	Turn       *chart.Snapshot[turn.Ctx] `json:"turn,omitempty"`
-	TurnNo     int                       `json:"turnNo"`
-	Step       int                       `json:"step"`
-	Prompt     vocab.ID                  `json:"prompt,omitempty"`
-	StepOpen   bool                      `json:"stepOpen,omitempty"`
-	InTurn     bool                      `json:"inTurn,omitempty"`
-	Resume     bool                      `json:"resume,omitempty"`
-	Concluded  bool                      `json:"concluded,omitempty"`
-	LastFinish vocab.FinishReason        `json:"lastFinish,omitempty"`
-	StopReason string                    `json:"stopReason,omitempty"`
-	Claim      []vocab.Message           `json:"claim,omitempty"`
-	History    []vocab.Message           `json:"history,omitempty"`
-	Model      uint64                    `json:"model,omitempty"`
-	Reply      *vocab.Message            `json:"reply,omitempty"`
-	ReplyOpen  bool                      `json:"replyOpen,omitempty"`
-	Batch      []callSnapshot            `json:"batch,omitempty"`
-	Background []callSnapshot            `json:"background,omitempty"`
-	Work       []pendingSnapshot         `json:"work,omitempty"`
-	WorkSeq    uint64                    `json:"workSeq"`
-	Seq        uint64                    `json:"seq"`
-	Now        time.Time                 `json:"now"`
-	Status     agent.PublicStatus        `json:"status"`
-	Prompts    []vocab.ID                `json:"prompts,omitempty"`
-	Used       []vocab.ID                `json:"used,omitempty"`
-	ReplyKind  vocab.PartKind            `json:"replyKind,omitempty"`
-	ReplyBuf   string                    `json:"replyBuf,omitempty"`
-	Closed     bool                      `json:"closed,omitempty"`
-	Opened     bool                      `json:"opened,omitempty"`
-	Header     string                    `json:"header,omitempty"`
-	Sources    []uint64                  `json:"replySources,omitempty"`
+	Version     int                       `json:"version"`
+	Config      Config                    `json:"config"`
+	Agent       chart.Snapshot[agent.Ctx] `json:"agent"`
+	Turn        *chart.Snapshot[turn.Ctx] `json:"turn,omitempty"`
+	TurnNo      int                       `json:"turnNo"`
+	Step        int                       `json:"step"`
+	Prompt      vocab.ID                  `json:"prompt,omitempty"`
+	StepOpen    bool                      `json:"stepOpen,omitempty"`
+	InTurn      bool                      `json:"inTurn,omitempty"`
+	Resume      bool                      `json:"resume,omitempty"`
+	Concluded   bool                      `json:"concluded,omitempty"`
+	LastFinish  vocab.FinishReason        `json:"lastFinish,omitempty"`
+	StopReason  string                    `json:"stopReason,omitempty"`
+	Claim       []vocab.Message           `json:"claim,omitempty"`
+	History     []vocab.Message           `json:"history,omitempty"`
+	Model       uint64                    `json:"model,omitempty"`
+	Reply       *vocab.Message            `json:"reply,omitempty"`
+	ReplyOpen   bool                      `json:"replyOpen,omitempty"`
+	Batch       []callSnapshot            `json:"batch,omitempty"`
+	Background  []callSnapshot            `json:"background,omitempty"`
+	RunDeadline time.Time                 `json:"runDeadline,omitzero"`
+	Guard       loopguard.State           `json:"guard,omitzero"`
+	Work        []pendingSnapshot         `json:"work,omitempty"`
+	WorkSeq     uint64                    `json:"workSeq"`
+	Seq         uint64                    `json:"seq"`
+	Now         time.Time                 `json:"now"`
+	Status      agent.PublicStatus        `json:"status"`
+	Prompts     []vocab.ID                `json:"prompts,omitempty"`
+	Used        []vocab.ID                `json:"used,omitempty"`
+	ReplyKind   vocab.PartKind            `json:"replyKind,omitempty"`
+	ReplyBuf    string                    `json:"replyBuf,omitempty"`
+	Closed      bool                      `json:"closed,omitempty"`
+	Opened      bool                      `json:"opened,omitempty"`
+	Header      string                    `json:"header,omitempty"`
+	Sources     []uint64                  `json:"replySources,omitempty"`
 }
 
 type callSnapshot struct {
@@ -63,6 +66,10 @@ type callSnapshot struct {
 	Ready    bool           `json:"ready,omitempty"`
 	Launched bool           `json:"launched,omitempty"`
 	Hook     uint64         `json:"hook,omitempty"`
+	// Loop, Blocked and Note are loop detection's view of it.
+	Loop    loopguard.Call    `json:"loop,omitzero"`
+	Blocked *vocab.ToolResult `json:"blocked,omitempty"`
+	Note    string            `json:"note,omitempty"`
 }
 
 type pendingSnapshot struct {
@@ -94,7 +101,7 @@ func (c *Core) Snapshot() ([]byte, error) {
 		Prompt: c.prompt, StepOpen: c.stepOpen, InTurn: c.inTurn, Resume: c.resume, Concluded: c.concluded, LastFinish: c.lastFinish,
 		StopReason: c.stopReason, Claim: c.claim, History: c.history, Model: c.model, WorkSeq: c.workSeq,
 		Seq: c.seq, Now: c.now, Status: c.status, Prompts: c.prompts, Closed: c.closed, Used: c.usedList,
-		Opened: c.opened, Header: c.header, Sources: c.reply.sources}
+		Opened: c.opened, Header: c.header, Sources: c.reply.sources, RunDeadline: c.runDeadline, Guard: c.guard.Clone()}
 	if c.turn != nil {
 		t := c.m.turn.Snapshot(c.turn)
 		s.Turn = &t
@@ -143,7 +150,7 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 	c := &Core{cfg: s.Config, m: m, live: map[vocab.ID]struct{}{}, turnNo: s.TurnNo, step: s.Step, prompt: s.Prompt,
 		stepOpen: s.StepOpen, inTurn: s.InTurn, resume: s.Resume, concluded: s.Concluded, lastFinish: s.LastFinish,
 		stopReason: s.StopReason, claim: s.Claim, history: s.History, model: s.Model, workSeq: s.WorkSeq,
-		seq: s.Seq, now: s.Now, status: s.Status, prompts: s.Prompts, closed: s.Closed, opened: s.Opened, header: s.Header}
+		seq: s.Seq, now: s.Now, status: s.Status, prompts: s.Prompts, closed: s.Closed, opened: s.Opened, header: s.Header, runDeadline: s.RunDeadline, guard: s.Guard}
 	var err error
 	if c.agent, err = m.agent.Restore(s.Agent); err != nil {
 		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: %w", err)
@@ -213,7 +220,7 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 
 func (c *Core) callSnapshot(cl *call) callSnapshot {
 	cs := callSnapshot{Call: cl.Call, Work: cl.work, Skip: cl.skip, Abort: cl.abort, Access: cl.acc, Ready: cl.ready,
-		Launched: cl.launched, Hook: cl.hook}
+		Launched: cl.launched, Hook: cl.hook, Loop: cl.lg, Blocked: cl.blocked, Note: cl.note}
 	if cl.inst != nil {
 		t := c.m.tool.Snapshot(cl.inst)
 		cs.Inst = &t
@@ -223,7 +230,7 @@ func (c *Core) callSnapshot(cl *call) callSnapshot {
 
 func restoreCall(cs callSnapshot, m *Machines) (*call, error) {
 	cl := &call{Call: cs.Call, work: cs.Work, skip: cs.Skip, abort: cs.Abort, acc: cs.Access, ready: cs.Ready,
-		launched: cs.Launched, hook: cs.Hook}
+		launched: cs.Launched, hook: cs.Hook, lg: cs.Loop, blocked: cs.Blocked, note: cs.Note}
 	if cs.Inst != nil {
 		var err error
 		if cl.inst, err = m.tool.Restore(*cs.Inst); err != nil {

@@ -2,9 +2,11 @@ package session
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/loopchart/loopchart/machines/agent"
 	"github.com/loopchart/loopchart/machines/chart"
+	"github.com/loopchart/loopchart/machines/loopguard"
 	"github.com/loopchart/loopchart/machines/tool"
 	"github.com/loopchart/loopchart/machines/turn"
 	"github.com/loopchart/loopchart/vocab"
@@ -42,6 +44,12 @@ type call struct {
 	launched bool
 	// hook is the tool hook work running for the call (0: none).
 	hook uint64
+	// lg is the call as loop detection sees it; blocked is its result when
+	// loop detection blocked the batch; note is a loop warning for the
+	// model, added to its result.
+	lg      loopguard.Call
+	blocked *vocab.ToolResult
+	note    string
 }
 
 // spec returns the spec of the tool named name, or nil.
@@ -72,15 +80,66 @@ func (c *Core) admit(calls []vocab.ToolCall) {
 	stopped := false
 	for _, tc := range calls {
 		cl := &call{Call: tc, skip: stopped, acc: c.accesses(tc)}
-		if sp := c.spec(tc.Name); sp != nil && sp.StopBatch {
+		sp := c.spec(tc.Name)
+		if sp != nil && sp.StopBatch {
 			stopped = true
+		}
+		if !c.cfg.NoLoopDetection {
+			cl.lg = loopguard.Call{ID: tc.ID, Tool: tc.Name, ArgsHash: loopguard.HashArgs(tc.Name, tc.Args), Poll: sp != nil && sp.Poll}
 		}
 		c.batch = append(c.batch, cl)
 		c.emit(vocab.EventToolCall, vocab.ToolPayload{Call: tc})
 	}
+	if !c.cfg.NoLoopDetection {
+		c.guardBatch()
+	}
 	for _, cl := range c.batch {
 		c.enqueue(fireReq{kind: reqNewTool, call: cl})
 	}
+}
+
+// guardBatch runs loop detection's admission on the batch before any call
+// runs: a warning becomes a loop/warning event (and the listeners' hook)
+// and a note on the call's result; a critical loop blocks the whole batch
+// (every call gets a blocked result, the turn is told); a second critical
+// loop in the run terminates it.
+func (c *Core) guardBatch() {
+	lcs := c.m.guardCalls[:0]
+	for _, cl := range c.batch {
+		lcs = append(lcs, cl.lg)
+	}
+	c.m.guardCalls = lcs
+	a := c.guard.Admit(lcs)
+	for i, v := range a.Verdicts {
+		if v.Level != loopguard.LevelWarning || !v.Emit {
+			continue
+		}
+		cl := c.batch[i]
+		p := &vocab.LoopPayload{Message: v.Message, Detector: string(v.Detector), Level: string(v.Level), Count: v.Count,
+			Tool: cl.Call.Name, CallID: cl.Call.ID, Key: v.Key}
+		c.emit(vocab.EventWarning, *p)
+		cl.note = v.Message
+		if c.cfg.Hooks.LoopWarning {
+			c.start(&pending{kind: WorkHook, turn: c.turnNo}, Work{Hook: vocab.HookLoopWarning, Info: c.info(c.step), Loop: p})
+		}
+	}
+	if a.Blocked < 0 {
+		return
+	}
+	v, trigger := a.Verdicts[a.Blocked], c.batch[a.Blocked]
+	c.guard.Block(lcs, a)
+	c.emit(vocab.EventLoopIntervention, vocab.LoopPayload{Message: v.Message, Detector: string(v.Detector), Level: string(v.Level),
+		Count: v.Count, Tool: trigger.Call.Name, CallID: trigger.Call.ID, Key: v.Key, Terminate: a.Terminate})
+	for i, cl := range c.batch {
+		cl.blocked = &vocab.ToolResult{Content: loopguard.ResultText(a, i), IsError: true, Code: loopguard.CodeBlocked}
+		cl.note = ""
+	}
+	l := turn.Loop{Detector: string(v.Detector), Count: v.Count, Tool: trigger.Call.Name}
+	if a.Terminate {
+		c.enqueue(fireReq{kind: reqTurn, ev: turn.LoopTerminate{Loop: l}})
+		return
+	}
+	c.enqueue(fireReq{kind: reqTurn, ev: turn.LoopBlock{Loop: l}})
 }
 
 // executing reports whether cl still holds what it touches: it has not
@@ -147,6 +206,9 @@ func (c *Core) launch(cl *call) bool {
 		return false
 	}
 	cl.launched = true
+	if !c.cfg.NoLoopDetection {
+		c.guard.Launched(cl.lg)
+	}
 	c.settle(fireReq{kind: reqTool, call: cl})
 	tc := cl.inst.Ctx.Call
 	tc.Args = slices.Clone(tc.Args) // the tool's own copy
@@ -170,6 +232,8 @@ func (c *Core) toolEffect(cl *call, eff chart.Effect) {
 		switch {
 		case cl.abort != nil:
 			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: *cl.abort}})
+		case cl.blocked != nil:
+			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.BeforeDeny{Result: cl.blocked}})
 		case cl.skip:
 			r := skippedResult
 			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.BeforeDeny{Result: &r}})
@@ -238,6 +302,19 @@ func (c *Core) toolEffect(cl *call, eff chart.Effect) {
 				Name: cl.Call.Name, Result: *res}})
 			c.forgetBackground(cl)
 			return
+		}
+		if cl.note != "" {
+			// A loop warning for the model, beside the result.
+			r := *res
+			r.Note = strings.TrimSpace(r.Note + "\n\n" + cl.note)
+			res = &r
+		}
+		if !c.cfg.NoLoopDetection && cl.blocked == nil {
+			var volatile []string
+			if sp := c.spec(cl.Call.Name); sp != nil {
+				volatile = sp.Volatile
+			}
+			c.guard.Finished(cl.lg, loopguard.OutcomeOf(*res, volatile))
 		}
 		c.emit(vocab.EventToolExecutionEnd, vocab.ToolPayload{Call: cl.Call, Result: res})
 		if d := res.Delivery; d != nil && d.Kind == vocab.DeliverySteer {

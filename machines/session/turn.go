@@ -309,6 +309,10 @@ func (c *Core) promptResult(f turn.EndTurn) vocab.PromptResult {
 	case vocab.EndBlocked:
 		return vocab.PromptResult{Kind: vocab.PromptBlocked, Steps: f.Steps, Detail: "refused by the step gate"}
 	case vocab.EndAborted:
+		if f.End.Cause != nil && f.End.Cause.Kind == vocab.CancelTimeout {
+			return vocab.PromptResult{Kind: vocab.PromptFailed, Steps: f.Steps, Err: &vocab.Error{Code: vocab.CodeRunTimeout,
+				Message: "the run went past its wall-clock timeout"}}
+		}
 		return vocab.PromptResult{Kind: vocab.PromptCancelled, Steps: f.Steps, Reason: f.End.Cause}
 	}
 	return vocab.PromptResult{Kind: vocab.PromptFailed, Steps: f.Steps, Err: &vocab.Error{Code: f.End.Code, Message: f.End.Message}}

@@ -70,6 +70,12 @@ type Ctx struct {
 	LastErr *vocab.Error `json:"lastErr,omitempty"`
 	// End is set when the turn reaches a final state.
 	End *vocab.TurnEnd `json:"end,omitempty"`
+	// LoopEnd is set when loop detection terminates the run: the turn
+	// fails with it at the next drain (after the blocked batch's results
+	// are written).
+	LoopEnd *vocab.TurnEnd `json:"loopEnd,omitempty"`
+	// LoopBlocks counts the batches loop detection blocked in this turn.
+	LoopBlocks int `json:"loopBlocks,omitempty"`
 }
 
 // NewCtx returns the context of a new turn.

@@ -20,6 +20,12 @@ const (
 	TrPause       chart.Trigger = "pause"
 	TrContinue    chart.Trigger = "continue"
 	TrStop        chart.Trigger = "stop"
+	// TrLoopBlock: loop detection blocked the step's tool batch (a first
+	// critical loop in the run); the turn goes on with the blocked results.
+	TrLoopBlock chart.Trigger = "loop.block"
+	// TrLoopTerminate: loop detection found a second critical loop in the
+	// run; the turn fails at the next drain.
+	TrLoopTerminate chart.Trigger = "loop.terminate"
 )
 
 // GateProceed: the step gate passed; the request may be built and sent.
@@ -136,3 +142,23 @@ func (Continue) Trigger() chart.Trigger { return TrContinue }
 
 // Trigger implements chart.Event.
 func (Stop) Trigger() chart.Trigger { return TrStop }
+
+// Loop names what loop detection found: the detector, how many times,
+// on which tool.
+type Loop struct {
+	Detector string
+	Count    int
+	Tool     string
+}
+
+// LoopBlock: loop detection blocked the batch (see TrLoopBlock).
+type LoopBlock struct{ Loop }
+
+// LoopTerminate: loop detection terminates the run (see TrLoopTerminate).
+type LoopTerminate struct{ Loop }
+
+// Trigger implements chart.Event.
+func (LoopBlock) Trigger() chart.Trigger { return TrLoopBlock }
+
+// Trigger implements chart.Event.
+func (LoopTerminate) Trigger() chart.Trigger { return TrLoopTerminate }

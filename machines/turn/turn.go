@@ -119,8 +119,9 @@ var (
 	gKnownCall = &guard{Name: "knownCall", Test: func(c *Ctx, ev chart.Event) bool {
 		return c.index(ev.(ToolStarted).CallID) >= 0
 	}}
-	gStopRequested = &guard{Name: "stopRequested", Test: func(c *Ctx, _ chart.Event) bool { return c.Paused || c.Stopped }}
-	gConcluded     = &guard{Name: "concludedNoInput", Test: func(c *Ctx, ev chart.Event) bool {
+	gLoopTerminated = &guard{Name: "loopTerminated", Test: func(c *Ctx, _ chart.Event) bool { return c.LoopEnd != nil }}
+	gStopRequested  = &guard{Name: "stopRequested", Test: func(c *Ctx, _ chart.Event) bool { return c.Paused || c.Stopped }}
+	gConcluded      = &guard{Name: "concludedNoInput", Test: func(c *Ctx, ev chart.Event) bool {
 		return c.Concluded && ev.(Drained).Messages == 0
 	}}
 	gMaxSteps = &guard{Name: "maxStepsReached", Test: func(c *Ctx, ev chart.Event) bool {
@@ -303,9 +304,17 @@ var (
 		out.Emit(CancelTools{Cause: *c.Abort})
 		c.Timer.Arm(&c.TimerSeq, TimerAbortGrace, c.Config.AbortGrace, out)
 	}, "cancel-tools", "start-timer")
-	aPause    = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Paused = true })
-	aContinue = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Paused = false })
-	aStop     = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
+	aLoopBlock     = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.LoopBlocks++ })
+	aLoopTerminate = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
+		l := ev.(LoopTerminate).Loop
+		c.LoopBlocks++
+		c.LoopEnd = &vocab.TurnEnd{Kind: vocab.EndError, Code: vocab.CodeLoopCriticalRepeat,
+			Message: fmt.Sprintf("a critical tool loop was detected again (%s, %d times, tool %q): the run stopped", l.Detector, l.Count, l.Tool)}
+	})
+	aLoopTerminated = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.End = c.LoopEnd })
+	aPause          = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Paused = true })
+	aContinue       = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Paused = false })
+	aStop           = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		if !c.Stopped {
 			c.Stopped, c.StopReason = true, ev.(Stop).Reason
 		}
@@ -384,7 +393,7 @@ var Definition = &chart.Def[Ctx]{
 		{Name: Aborted, Final: true, Entry: aEnd},
 	},
 	Triggers: []chart.Trigger{TrGateProceed, TrGateEmpty, TrGateRefuse, TrModelDone, TrModelFailed, TrTimer,
-		TrToolStarted, TrToolOutcome, TrDrained, TrAbort, TrPause, TrContinue, TrStop},
+		TrToolStarted, TrToolOutcome, TrDrained, TrAbort, TrPause, TrContinue, TrStop, TrLoopBlock, TrLoopTerminate},
 	Transitions: []edge{
 		{From: Gating, On: TrGateProceed, To: Thinking, Action: aProceed},
 		{From: Gating, On: TrGateEmpty, To: Done, Guard: gNothingOwed, Action: aGateEmpty},
@@ -416,11 +425,14 @@ var Definition = &chart.Def[Ctx]{
 		{From: Running, On: TrToolOutcome, To: Draining, Guard: gLastOutcome, Action: aLastOutcome},
 		{From: Running, On: TrToolOutcome, Guard: gPendingCall, Action: aOutcome},
 		{From: Running, On: TrAbort, To: Aborting, Action: aAbortActing},
+		{From: Running, On: TrLoopBlock, Action: aLoopBlock},
+		{From: Running, On: TrLoopTerminate, Action: aLoopTerminate},
 		{From: Aborting, On: TrToolOutcome, To: Aborted, Guard: gLastOutcome, Action: aLastOutcomeAborting},
 		{From: Aborting, On: TrToolOutcome, Guard: gPendingCall, Action: aOutcome},
 		{From: Aborting, On: TrTimer, To: Aborted, Guard: gGraceTimer, Action: aGraceOver},
 		{From: Aborting, On: TrAbort, To: Aborted, Action: aSecondAbort},
 
+		{From: Draining, On: TrDrained, To: Failed, Guard: gLoopTerminated, Action: aLoopTerminated},
 		{From: Draining, On: TrDrained, To: Done, Guard: gStopRequested, Action: aStopDone},
 		{From: Draining, On: TrDrained, To: Done, Guard: gConcluded, Action: aStopDone},
 		{From: Draining, On: TrDrained, To: Failed, Guard: gMaxSteps, Action: aMaxSteps},

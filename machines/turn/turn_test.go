@@ -152,6 +152,13 @@ func event(line string) (chart.Event, error) {
 		return turn.Continue{}, nil
 	case turn.TrStop:
 		return turn.Stop{Reason: a["reason"]}, nil
+	case turn.TrLoopBlock, turn.TrLoopTerminate:
+		n, err := a.Int("count", 0)
+		l := turn.Loop{Detector: a["detector"], Count: n, Tool: a["tool"]}
+		if chart.Trigger(name) == turn.TrLoopBlock {
+			return turn.LoopBlock{Loop: l}, err
+		}
+		return turn.LoopTerminate{Loop: l}, err
 	}
 	return nil, fmt.Errorf("unknown trigger %q", name)
 }
@@ -177,7 +184,7 @@ func TestTransitions(t *testing.T) {
 func TestMatrix(t *testing.T) {
 	sample, err := chart.Sampler(turn.Definition, turn.GateProceed{}, turn.GateEmpty{}, turn.GateRefuse{}, turn.ModelDone{},
 		turn.ModelFailed{}, turn.TimerFired{}, turn.ToolStarted{}, turn.ToolOutcome{}, turn.Drained{}, turn.Abort{},
-		turn.Pause{}, turn.Continue{}, turn.Stop{})
+		turn.Pause{}, turn.Continue{}, turn.Stop{}, turn.LoopBlock{}, turn.LoopTerminate{})
 	if err != nil {
 		t.Fatal(err)
 	}
