@@ -92,8 +92,10 @@ func (s *scenario) start(d *datadriven.TestData) {
 	}
 	s.clk = clock.NewFake(epoch)
 	s.log = eventlog.NewMemory()
+	// The scenarios step the clock by hand; the stream watchdog (tested in
+	// adapters/engine) would add a timer to every model request.
 	opt := agentsvc.Options{Provider: scripted.New(s.script, s.clk), Tools: testTools(s.clk), Clock: s.clk,
-		IDs: &vocab.SeqSource{}, Sink: s.log, Jitter: func() float64 { return 0 }}
+		IDs: &vocab.SeqSource{}, Sink: s.log, Jitter: func() float64 { return 0 }, NoStreamWatchdog: true}
 	var hooksToAdd []func(*agentsvc.Service)
 	for _, a := range d.CmdArgs {
 		v := strings.Join(a.Vals, ",")
@@ -220,11 +222,12 @@ func (s *scenario) settle() {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st := agentsvc.LaneStats(s.svc)
-		if !st.Driving && st.Queued == 0 && st.Workers == s.clk.Pending() {
+		// Armed timers (the run's timeout among them) are on the clock too.
+		if !st.Driving && st.Queued == 0 && st.Workers+st.Timers == s.clk.Pending() {
 			// Check twice: a worker may have been between two counters.
 			runtime.Gosched()
 			st2 := agentsvc.LaneStats(s.svc)
-			if st2 == st && st.Workers == s.clk.Pending() {
+			if st2 == st && st.Workers+st.Timers == s.clk.Pending() {
 				return
 			}
 		}

@@ -91,12 +91,32 @@ type Options struct {
 	// reply; 0 means none (parts are merged only while the session is
 	// busy).
 	StreamFlush time.Duration
+	// FirstTokenTimeout is how long a reply's stream may stay silent
+	// before its first part; 0 means 10 minutes (reasoning models think
+	// silently for minutes). ChunkTimeout is how long it may stay silent
+	// between two parts; 0 means 5 minutes. A stream silent for longer is
+	// cut off and the request fails with llm.stream_idle, which the retry
+	// policy retries; parts already streamed stay. Negative is an error;
+	// a duration no reply can reach (math.MaxInt64) switches one limit
+	// off, and NoStreamWatchdog switches both off.
+	FirstTokenTimeout time.Duration
+	ChunkTimeout      time.Duration
+	NoStreamWatchdog  bool
 	// MaxParallelTools caps how many tool calls of one step run at once;
 	// 0 means 10. Calls that conflict never run together.
 	MaxParallelTools int
 	// CaseSensitivePaths turns off case folding when tool paths are
 	// compared for conflicts.
 	CaseSensitivePaths bool
+	// RunTimeout is the wall-clock limit of a run: from the turn that
+	// claims a prompt through every turn after it (Continue, steers,
+	// notifications) until the next prompt; 0 means 48 h, negative is an
+	// error. When it runs out during a turn, the turn is cancelled (cause
+	// timeout) and its prompt ends failed{run.timeout}. It runs while
+	// paused and while a call awaits approval, and across a reopen.
+	// NoRunTimeout turns it off.
+	RunTimeout   time.Duration
+	NoRunTimeout bool
 	// Spill keeps tool outputs longer than SpillChars characters (0 means
 	// 50,000) outside the history: the model sees their head and a
 	// reference it can page through with the read_output tool (added to
@@ -251,6 +271,8 @@ func start(opt Options, folded *store.Folded) (*Service, error) {
 		Jitter: opt.Jitter, System: opt.System, Model: opt.Model, MaxTokens: opt.MaxTokens, StreamFlush: opt.StreamFlush,
 		MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop,
 		MaxParallelTools: opt.MaxParallelTools, CaseSensitivePaths: opt.CaseSensitivePaths,
+		RunTimeout: opt.RunTimeout, NoRunTimeout: opt.NoRunTimeout,
+		FirstTokenTimeout: opt.FirstTokenTimeout, ChunkTimeout: opt.ChunkTimeout, NoStreamWatchdog: opt.NoStreamWatchdog,
 		Hooks: map[vocab.HookName]engine.HookFunc{
 			vocab.HookBeforeTool:         s.beforeTool,
 			vocab.HookAfterTool:          s.afterTool,

@@ -39,9 +39,9 @@ const (
 	// or terminating the run (a second critical loop). Its payload is a
 	// LoopPayload, as is loop/warning's.
 	EventLoopIntervention EventKind = "loop/intervention"
-	EventPrompt       EventKind = "prompt/state"
-	EventStatus       EventKind = "agent/status"
-	EventError        EventKind = "agent/error"
+	EventPrompt           EventKind = "prompt/state"
+	EventStatus           EventKind = "agent/status"
+	EventError            EventKind = "agent/error"
 
 	// EventInputStale records an input that named work no longer
 	// outstanding: it was dropped, never applied. Its payload is a

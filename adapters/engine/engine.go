@@ -57,8 +57,8 @@ type Options struct {
 	Provider vocab.Provider
 	// Tools executes tool calls; an empty registry when nil.
 	Tools *tools.Registry
-	// Clock drives timers (retry waits, abort grace, hard stop) and stamps
-	// inputs; the real clock when nil.
+	// Clock drives timers (retry waits, abort grace, hard stop, the stream
+	// watchdog) and stamps inputs; the real clock when nil.
 	Clock clock.Clock
 	// IDs makes the ids of caller inputs; ULIDs when nil.
 	IDs vocab.IDSource
@@ -80,6 +80,25 @@ type Options struct {
 	// A reply that streams faster than StreamFlush arrives whole at its
 	// end (a cancel then salvages only what reached the core).
 	StreamFlush time.Duration
+	// FirstTokenTimeout bounds how long a model request's stream may stay
+	// silent before its first part (of any kind: text, thinking, a tool
+	// call, usage); 0 means DefaultFirstTokenTimeout (10 minutes, as
+	// reasoning models think silently for minutes). ChunkTimeout bounds
+	// the silence between two parts; 0 means DefaultChunkTimeout (5
+	// minutes). Both run on Clock; the time the lane spends handing a
+	// part to the session does not count. When one runs out, the
+	// request's context is cancelled with an llm.stream_idle error as its
+	// cause and the request fails with it: a retryable failure the retry
+	// policy retries like a broken connection. Parts that arrived before
+	// stay streamed.
+	//
+	// A limit cannot be negative. To switch one limit off, give it a
+	// duration no reply can reach (math.MaxInt64 is safe: it never comes
+	// due); NoStreamWatchdog switches both off, and then no timer is
+	// armed at all.
+	FirstTokenTimeout time.Duration
+	ChunkTimeout      time.Duration
+	NoStreamWatchdog  bool
 
 	// System, Model and MaxTokens go into every request.
 	System    string
@@ -103,6 +122,10 @@ type Options struct {
 	// CaseSensitivePaths turns off case folding when the scheduler
 	// compares tool paths.
 	CaseSensitivePaths bool
+	// RunTimeout is a run's wall-clock limit (see session.Config); 0
+	// means 48 h. NoRunTimeout turns it off.
+	RunTimeout   time.Duration
+	NoRunTimeout bool
 
 	// Hooks are the hook chains, by slot. Slots reports which of them have
 	// handlers now (nil: every slot with a non-nil func); the lane checks
@@ -225,6 +248,15 @@ func New(opt Options) (*Engine, error) {
 	if opt.Window < 0 || opt.StreamFlush < 0 || opt.CheckpointEvery < 0 {
 		return nil, vocab.Errorf(vocab.CodeBadInput, "engine: negative Window, StreamFlush or CheckpointEvery")
 	}
+	if opt.FirstTokenTimeout < 0 || opt.ChunkTimeout < 0 {
+		return nil, vocab.Errorf(vocab.CodeBadInput, "engine: negative FirstTokenTimeout or ChunkTimeout (NoStreamWatchdog switches the watchdog off)")
+	}
+	if opt.FirstTokenTimeout == 0 {
+		opt.FirstTokenTimeout = DefaultFirstTokenTimeout
+	}
+	if opt.ChunkTimeout == 0 {
+		opt.ChunkTimeout = DefaultChunkTimeout
+	}
 	if opt.Clock == nil {
 		opt.Clock = clock.Real()
 	}
@@ -251,7 +283,8 @@ func New(opt Options) (*Engine, error) {
 	}
 	cfg := session.Config{Session: opt.Session, System: opt.System, Model: opt.Model, MaxTokens: opt.MaxTokens,
 		Tools: opt.Tools.Specs(), MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop,
-		MaxParallelTools: opt.MaxParallelTools, CaseSensitivePaths: opt.CaseSensitivePaths}
+		MaxParallelTools: opt.MaxParallelTools, CaseSensitivePaths: opt.CaseSensitivePaths,
+		RunTimeout: opt.RunTimeout, NoRunTimeout: opt.NoRunTimeout}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -523,10 +556,12 @@ func (e *Engine) Snapshot(ctx context.Context) ([]byte, error) {
 // Stats counts the lane's moving parts, for tests that must know when a
 // session has settled.
 type Stats struct {
-	// Workers counts running workers (model streams, tools, hooks) and
-	// armed timers; Jobs counts running maintenance jobs (the caller's
-	// code, which the caller controls).
+	// Workers counts running workers (model streams, tools, hooks);
+	// Timers counts armed timers (retry waits, graces, the run's timeout:
+	// they hold no goroutine); Jobs counts running maintenance jobs (the
+	// caller's code, which the caller controls).
 	Workers int
+	Timers  int
 	Jobs    int
 	// Driving is set while a goroutine runs the lane.
 	Driving bool
@@ -543,9 +578,12 @@ func (e *Engine) Stats() Stats {
 	var st Stats
 	e.wmu.Lock()
 	for _, wk := range e.running {
-		if wk.w.Kind == session.WorkMaintenance {
+		switch wk.w.Kind {
+		case session.WorkMaintenance:
 			st.Jobs++
-		} else {
+		case session.WorkTimer:
+			st.Timers++
+		default:
 			st.Workers++
 		}
 	}

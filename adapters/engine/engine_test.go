@@ -60,6 +60,11 @@ func start(t *testing.T, opt Options) *harness {
 	if opt.IDs == nil {
 		opt.IDs = &vocab.SeqSource{}
 	}
+	if opt.FirstTokenTimeout == 0 && opt.ChunkTimeout == 0 {
+		// The stream watchdog has tests of its own (watchdog_test.go);
+		// here it would add a timer to every request.
+		opt.NoStreamWatchdog = true
+	}
 	log, _ := opt.Sink.(*eventlog.Memory)
 	if opt.Sink == nil {
 		log = eventlog.NewMemory()
@@ -95,10 +100,12 @@ func autoAdvance(t *testing.T, clk *clock.Fake) {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			if clk.WaitForPending(ctx, 1) != nil {
+			// Only what is due within two minutes: a run's 48 h timeout
+			// and the stream watchdog's minutes are armed during turns.
+			if clk.WaitForDue(ctx, 2*time.Minute) != nil {
 				return
 			}
-			clk.AdvanceToNext()
+			clk.AdvanceToNextWithin(2 * time.Minute)
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
@@ -587,7 +594,7 @@ func TestSnapshotMidRun(t *testing.T) {
 	h := start(t, Options{Provider: scripted.New(s, clk), Clock: clk, Tools: mustRegistry(t, sleepTool("slow", clk, 10*time.Second))})
 	p := h.submit("go slow")
 	ctx := testCtx(t)
-	if err := clk.WaitForPending(ctx, 1); err != nil { // c1 sleeps on the clock
+	if err := clk.WaitForDue(ctx, asleep); err != nil { // c1 sleeps on the clock
 		t.Fatal(err)
 	}
 	b, err := h.e.Snapshot(ctx)
@@ -608,8 +615,9 @@ func TestSnapshotMidRun(t *testing.T) {
 	if snap.Agent.State != agentState {
 		t.Errorf("agent snapshot state %q, State says %q", snap.Agent.State, agentState)
 	}
-	// c1's tool work is outstanding; c2 has not started (one call at a time).
-	if len(snap.Work) != 1 || !strings.Contains(string(snap.Work[0]), `"c1"`) {
+	// The run's timeout and c1's tool work are outstanding; c2 has not
+	// started (one call at a time: the tool declares no accesses).
+	if len(snap.Work) != 2 || !strings.Contains(string(snap.Work[0]), `"run-timeout"`) || !strings.Contains(string(snap.Work[1]), `"c1"`) {
 		t.Errorf("outstanding work: %s", snap.Work)
 	}
 	if len(snap.History) != 2 { // the prompt and the reply with two calls
@@ -779,7 +787,7 @@ func TestCloseWhileModelSleeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := clk.WaitForPending(ctx, 1); err != nil {
+	if err := clk.WaitForDue(ctx, asleep); err != nil {
 		t.Fatal(err)
 	}
 	sub := make(chan error, 1)
@@ -883,7 +891,7 @@ func TestCloseConcurrently(t *testing.T) {
 	h := start(t, Options{Provider: scripted.New(s, clk), Clock: clk})
 	ctx := testCtx(t)
 	p := h.submit("hi")
-	if err := clk.WaitForPending(ctx, 1); err != nil {
+	if err := clk.WaitForDue(ctx, asleep); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -974,7 +982,7 @@ func TestRunMaintenanceRefusedWhileRunning(t *testing.T) {
 	h := start(t, Options{Provider: scripted.New(s, clk), Clock: clk})
 	p := h.submit("hi")
 	ctx := testCtx(t)
-	if err := clk.WaitForPending(ctx, 1); err != nil {
+	if err := clk.WaitForDue(ctx, asleep); err != nil {
 		t.Fatal(err)
 	}
 	var ran atomic.Bool
@@ -1151,7 +1159,7 @@ func TestWhenIdleFollowsFollowUps(t *testing.T) {
 	// The clock stands still: the first turn waits for its reply while the
 	// other two prompts queue up as follow-ups.
 	ps := []*Pending{h.submit("1"), h.submit("2"), h.submit("3")}
-	if err := clk.WaitForPending(ctx, 1); err != nil {
+	if err := clk.WaitForDue(ctx, asleep); err != nil {
 		t.Fatal(err)
 	}
 	idle := make(chan error, 1)
@@ -1187,7 +1195,7 @@ func TestWhenIdleHonoursCtx(t *testing.T) {
 	h := start(t, Options{Provider: scripted.New(s, clk), Clock: clk})
 	ctx := testCtx(t)
 	p := h.submit("1")
-	if err := clk.WaitForPending(ctx, 1); err != nil {
+	if err := clk.WaitForDue(ctx, asleep); err != nil {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
@@ -1253,3 +1261,8 @@ func TestPanickingSinkAnswersTheCaller(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 }
+
+// asleep is how far ahead a test looks for work asleep on the fake clock
+// (WaitForDue): a day, short of the run's 48 h timeout, which every turn
+// arms.
+const asleep = 24 * time.Hour

@@ -437,7 +437,7 @@ func TestDuplicateIDRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := clk.WaitForPending(ctx, 1); err != nil {
+	if err := clk.WaitForDue(ctx, asleep); err != nil {
 		t.Fatal(err)
 	}
 	before := h.log.Len()
@@ -496,7 +496,7 @@ func TestInputsCopiedAtTheBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub.Parts[0].Text = "MUTATED"
-	if err := clk.WaitForPending(ctx, 1); err != nil {
+	if err := clk.WaitForDue(ctx, asleep); err != nil {
 		t.Fatal(err)
 	}
 	steer := vocab.UserText("steered")
@@ -727,7 +727,7 @@ func TestIdleEnginesHoldNoGoroutine(t *testing.T) {
 		t.Errorf("goroutines grew from %d to %d over %d idle engines that each ran a prompt", g0, g2, n)
 	}
 	for _, e := range engines {
-		if st := e.Stats(); st.Workers != 0 || st.Jobs != 0 || st.Driving || st.Queued != 0 {
+		if st := e.Stats(); st.Workers != 0 || st.Timers != 0 || st.Jobs != 0 || st.Driving || st.Queued != 0 {
 			t.Fatalf("an idle engine: %+v", st)
 		}
 	}
@@ -880,7 +880,7 @@ func TestStreamPartsReachTheCore(t *testing.T) {
 	h := start(t, Options{Provider: prov, Clock: clk})
 	ctx := testCtx(t)
 	p := h.submit("hi")
-	if err := clk.WaitForPending(ctx, 1); err != nil {
+	if err := clk.WaitForDue(ctx, asleep); err != nil {
 		t.Fatal(err)
 	}
 	// The first delta reaches the core before the reply is done (the
@@ -935,7 +935,7 @@ func TestCancelWhileThinkingSalvagesThinking(t *testing.T) {
 	h := start(t, Options{Provider: prov, Clock: clk})
 	ctx := testCtx(t)
 	p := h.submit("hi")
-	if err := clk.WaitForPending(ctx, 1); err != nil {
+	if err := clk.WaitForDue(ctx, asleep); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.e.Cancel(vocab.CancelCause{Kind: vocab.CancelUser}, false); err != nil {
@@ -1016,7 +1016,7 @@ func TestStepEndsWithoutDraining(t *testing.T) {
 		h := start(t, Options{Provider: scripted.New(s, clk), Clock: clk})
 		ctx := testCtx(t)
 		p := h.submit("hi")
-		if err := clk.WaitForPending(ctx, 1); err != nil { // the retry timer
+		if err := clk.WaitForDue(ctx, asleep); err != nil { // the retry timer
 			t.Fatal(err)
 		}
 		if _, turnState, err := h.e.State(ctx); err != nil || turnState != "retrying" {
@@ -1103,7 +1103,7 @@ func TestWithdrawQueuedPrompt(t *testing.T) {
 	h := start(t, Options{Provider: prov, Clock: clk})
 	ctx := testCtx(t)
 	p1, p2, p3 := h.submit("one"), h.submit("two"), h.submit("three")
-	if err := clk.WaitForPending(ctx, 1); err != nil {
+	if err := clk.WaitForDue(ctx, asleep); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := h.e.Withdraw(p2.ID); !ok || err != nil {
@@ -1296,7 +1296,7 @@ func TestLateToolResultAfterAbortGraceIsStale(t *testing.T) {
 		t.Errorf("turn %q %v, want aborting", turnState, err)
 	}
 	// The grace timers (turn and tool) are armed on the clock.
-	if err := clk.WaitForPending(ctx, 1); err != nil {
+	if err := clk.WaitForDue(ctx, asleep); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Second)

@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/loopchart/loopchart/adapters/clock"
 	"github.com/loopchart/loopchart/machines/session"
 	"github.com/loopchart/loopchart/vocab"
 )
@@ -21,13 +24,27 @@ func (e *Engine) runModel(wk *worker) {
 	// the usage, which are allocations of their own (the core takes the
 	// reply over and its log keeps it), and the stream buffer.
 	r := modelRuns.Get().(*modelRun)
-	*r = modelRun{e: e, wk: wk, last: e.opt.Clock.Now()}
+	*r = modelRun{e: e, wk: wk, last: e.opt.Clock.Now(), dog: r.dog}
 	defer func() {
-		*r = modelRun{}
+		*r = modelRun{dog: r.dog}
 		modelRuns.Put(r)
 	}()
 	r.a.Reset()
+	if !e.opt.NoStreamWatchdog {
+		r.w = r.watch()
+	}
 	r.stream()
+	if r.w != nil {
+		idle, reuse := r.w.end()
+		if !reuse {
+			r.dog = nil
+		}
+		// A stream the watchdog cut failed for that, whatever the provider
+		// made of its cancelled context (a panic stays a bug).
+		if idle != nil && vocab.CodeOf(r.fail) != vocab.CodeInternal {
+			r.fail = idle
+		}
+	}
 	if wk.ctx.Err() != nil && r.fail == nil {
 		r.fail = wk.ctx.Err()
 	}
@@ -51,6 +68,9 @@ type modelRun struct {
 	s    *stream // made on the first live delta
 	last time.Time
 	fail error
+	// w watches this request's stream (nil: Options.NoStreamWatchdog);
+	// dog is the watchdog the run state keeps for its next request.
+	w, dog *watchdog
 }
 
 // stream reads the provider's stream; a panic in the provider is a
@@ -71,11 +91,17 @@ func (r *modelRun) stream() {
 			// context is not listened to any longer.
 			return
 		}
+		if r.w != nil {
+			r.w.part()
+		}
 		r.a.Add(part)
 		// Text and thinking stream live; tool calls (which run only once
 		// the reply is whole) come with the reply.
 		if part.Kind == vocab.StreamText || part.Kind == vocab.StreamThinking {
 			r.live(part)
+		}
+		if r.w != nil {
+			r.w.handled()
 		}
 	}
 }
@@ -92,6 +118,157 @@ func (r *modelRun) live(part vocab.StreamPart) {
 		r.s.mark()
 		_ = e.post(item{in: vocab.Input{Kind: vocab.InModelParts, At: now, Work: r.wk.w.ID}, parts: r.s}, nil)
 	}
+}
+
+// Stream watchdog defaults (Options.FirstTokenTimeout, ChunkTimeout).
+const (
+	DefaultFirstTokenTimeout = 10 * time.Minute
+	DefaultChunkTimeout      = 5 * time.Minute
+)
+
+// watchdog bounds the silences of one model request's stream: the time to
+// its first part (Options.FirstTokenTimeout) and between two parts
+// (ChunkTimeout). When one runs out it cancels the request's context with
+// an llm.stream_idle error, which the request then fails with.
+//
+// It lives in the lane, not in the session core: a core timer re-armed
+// per delta would log events per delta. One timer serves the whole
+// request, and a part does not touch it: a part records when it was
+// handled, and a timer that comes due early re-arms itself for what is
+// left. Before the first part it is never armed further ahead than
+// ChunkTimeout, so a first part that brings the deadline forward cannot
+// be missed. A part being handed to the session (which may step the lane
+// on this goroutine) is never silence.
+//
+// A watchdog is kept with its pooled run state for the next request; on
+// the real clock it keeps its timer too, re-armed with Reset, so a
+// request costs no allocation for it. Watchdogs are never shared: a
+// callback that runs late only ever finds its own watchdog, ended, and
+// does nothing; a watchdog whose callback may still run is not reused.
+type watchdog struct {
+	mu   sync.Mutex
+	fire func() // expire, bound once
+	// timer is the request's timer; real is set when the real clock made
+	// it (a *time.Timer, re-armed with Reset).
+	timer clock.Timer
+	real  bool
+	// The request's clock, limits and context; since is its start, then
+	// when its last part was handled.
+	clk          clock.Clock
+	first, chunk time.Duration
+	cancel       context.CancelCauseFunc
+	since        time.Time
+	state        watchState
+	parts        bool // a part has arrived
+	busy         bool // a part is being handled
+	err          *vocab.Error
+}
+
+type watchState uint8
+
+const (
+	watchArmed watchState = iota
+	watchFired
+	watchEnded
+)
+
+// realClock is the clock whose timers a watchdog re-arms with Reset.
+var realClock = clock.Real()
+
+// watch arms the request's watchdog, reusing the run state's.
+func (r *modelRun) watch() *watchdog {
+	w := r.dog
+	if w == nil {
+		w = &watchdog{}
+		w.fire = w.expire
+		r.dog = w
+	}
+	opt := &r.e.opt
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.clk, w.first, w.chunk, w.cancel = opt.Clock, opt.FirstTokenTimeout, opt.ChunkTimeout, r.wk.cancel
+	w.since, w.state, w.parts, w.busy, w.err = r.last, watchArmed, false, false, nil
+	if w.real && opt.Clock != realClock { // (a clock of another type compares unequal)
+		w.timer, w.real = nil, false
+	}
+	w.arm(min(w.first, w.chunk))
+	return w
+}
+
+// arm sets the timer d from now; w.mu is held and the timer is not
+// pending.
+func (w *watchdog) arm(d time.Duration) {
+	if w.real {
+		w.timer.(*time.Timer).Reset(d)
+		return
+	}
+	w.timer = w.clk.AfterFunc(d, w.fire)
+	w.real = w.clk == realClock
+	if _, ok := w.timer.(*time.Timer); !ok {
+		w.real = false
+	}
+}
+
+// part records that a part arrived.
+func (w *watchdog) part() {
+	w.mu.Lock()
+	w.parts, w.busy = true, true
+	w.mu.Unlock()
+}
+
+// handled records that the part that arrived has been handled: the
+// silence before the next one starts now.
+func (w *watchdog) handled() {
+	now := w.clk.Now()
+	w.mu.Lock()
+	w.since, w.busy = now, false
+	w.mu.Unlock()
+}
+
+// expire is the timer's callback: it cuts a stream silent for too long
+// and re-arms the timer otherwise.
+func (w *watchdog) expire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != watchArmed {
+		return
+	}
+	limit := w.chunk
+	if !w.parts {
+		limit = w.first
+	}
+	left := limit
+	if !w.busy {
+		left -= max(w.clk.Now().Sub(w.since), 0)
+	}
+	if left > 0 {
+		w.arm(min(left, w.chunk))
+		return
+	}
+	w.state = watchFired
+	if w.parts {
+		w.err = &vocab.Error{Code: vocab.CodeStreamIdle, Retryable: true,
+			Message: fmt.Sprintf("the reply stalled: no part for %v (chunk timeout)", limit)}
+	} else {
+		w.err = &vocab.Error{Code: vocab.CodeStreamIdle, Retryable: true,
+			Message: fmt.Sprintf("no part of the reply within %v (first-token timeout)", limit)}
+	}
+	w.cancel(w.err)
+}
+
+// end disarms w once its request's stream has ended. It returns the error
+// w cut the stream with (nil if it did not), and whether w may serve
+// another request: not when its timer fired and the callback has yet to
+// run (it will find w ended and do nothing).
+func (w *watchdog) end() (*vocab.Error, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fired := w.state == watchFired
+	w.state, w.cancel, w.clk = watchEnded, nil, nil
+	if fired {
+		return w.err, true
+	}
+	return nil, w.timer.Stop()
 }
 
 func (e *Engine) jitter() float64 {

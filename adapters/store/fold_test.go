@@ -49,10 +49,10 @@ func record(t testing.TB, every int) *memory.Store {
 	defer cancel()
 	go func() { // the retry waits on the virtual clock
 		for ctx.Err() == nil {
-			if clk.WaitForPending(ctx, 1) != nil {
+			if clk.WaitForDue(ctx, 2*time.Minute) != nil { // not the run's timeout or the stream watchdog
 				return
 			}
-			clk.AdvanceToNext()
+			clk.AdvanceToNextWithin(2 * time.Minute)
 		}
 	}()
 	for _, text := range []string{"read notes.txt", "again"} {

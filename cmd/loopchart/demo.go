@@ -52,6 +52,11 @@ func newDemoWorkspace() (ws *workspace.Workspace, remove func(), err error) {
 	return ws, func() { ws.Close(); rm() }, nil
 }
 
+// driveHorizon bounds how far --instant moves its virtual clock at once:
+// past every retry wait and scripted delay, short of the stream watchdog's
+// limits (minutes) and the run's timeout (48 h).
+const driveHorizon = 2 * time.Minute
+
 // errInterrupted ends a run that was interrupted (Ctrl-C): exit status 130.
 var errInterrupted = errors.New("interrupted")
 
@@ -164,10 +169,14 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fake != nil {
 		go func() {
 			for driveCtx.Err() == nil {
-				if fake.WaitForPending(driveCtx, 1) != nil {
+				// Only to what is due within driveHorizon: the run's
+				// 48 h timeout and the stream watchdog's minutes are
+				// armed during a turn, and must not fire while the demo
+				// merely waits for a goroutine.
+				if fake.WaitForDue(driveCtx, driveHorizon) != nil {
 					return
 				}
-				fake.AdvanceToNext()
+				fake.AdvanceToNextWithin(driveHorizon)
 			}
 		}()
 	}
@@ -521,6 +530,15 @@ func (t *timeline) render(ev vocab.Event) {
 			for _, c := range p.Message.ToolCalls() {
 				t.line(ev, yellow, fmt.Sprintf("call %s %s(%s)", displayText(c.ID, 0), displayText(c.Name, 0), displayText(string(c.Args), 0)))
 			}
+		}
+	case vocab.LoopPayload:
+		switch {
+		case ev.Kind == vocab.EventWarning:
+			t.line(ev, yellow, fmt.Sprintf("loop warning on %s: %s ×%d (%s)", displayText(p.CallID, 0), p.Detector, p.Count, displayText(p.Tool, 0)))
+		case p.Terminate:
+			t.line(ev, red, fmt.Sprintf("loop terminates the run at %s: %s ×%d (%s), a second critical loop", displayText(p.CallID, 0), p.Detector, p.Count, displayText(p.Tool, 0)))
+		default:
+			t.line(ev, red, fmt.Sprintf("loop blocks the batch at %s: %s ×%d (%s); the model is told to change approach", displayText(p.CallID, 0), p.Detector, p.Count, displayText(p.Tool, 0)))
 		}
 	case vocab.ApprovalPayload:
 		switch p.State {

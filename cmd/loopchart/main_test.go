@@ -397,3 +397,24 @@ func TestDemoApproveDeny(t *testing.T) {
 		t.Error("--approve maybe was accepted")
 	}
 }
+
+// The stuck script shows loop detection's three acts: a warning, a blocked
+// batch, and the run stopped with its detector named (exit status 1: the
+// prompt failed).
+func TestDemoStuckScript(t *testing.T) {
+	code, out, _ := demo(t, "--script", "../../testdata/scripts/stuck.json", "--prompt", "Read missing.txt.")
+	if code != 1 {
+		t.Errorf("exit %d, want 1 (the prompt failed)", code)
+	}
+	for _, want := range []string{
+		"loop warning on call_11: generic_repeat ×10 (read_file)",
+		"loop blocks the batch at call_21: generic_repeat ×20 (read_file)",
+		`result call_22: docs/\nnotes.txt\n`,
+		"loop terminates the run at call_23: generic_repeat ×21 (read_file)",
+		`result: failed{steps=23 error=loop.critical_repeat: a critical tool loop was detected again (generic_repeat, 21 times, tool "read_file")`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("timeline lacks %q:\n%s", want, out)
+		}
+	}
+}
