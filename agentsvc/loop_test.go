@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -53,7 +54,7 @@ func loopTools(statuses []string) []vocab.Tool {
 	}
 }
 
-func runLoop(t *testing.T, s *scripted.Script, ts []vocab.Tool) (vocab.PromptResult, []vocab.Event) {
+func runLoop(t *testing.T, s *scripted.Script, ts []vocab.Tool, setup ...func(*agentsvc.Service)) (vocab.PromptResult, []vocab.Event) {
 	t.Helper()
 	ctx := ctx5(t)
 	svc, err := agentsvc.New(agentsvc.Options{Provider: scripted.New(s, clock.Real()), Tools: ts})
@@ -61,6 +62,9 @@ func runLoop(t *testing.T, s *scripted.Script, ts []vocab.Tool) (vocab.PromptRes
 		t.Fatal(err)
 	}
 	defer svc.Close(ctx)
+	for _, f := range setup {
+		f(svc)
+	}
 	p, err := svc.SubmitText("fix it")
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +96,21 @@ func TestStuckModelIsWarnedBlockedAndTerminated(t *testing.T) {
 		calls = append(calls, [2]string{"read", `{"path": "missing"}`})
 	}
 	calls = append(calls, [2]string{"list", `{}`}, [2]string{"read", `{"path": "missing"}`})
-	res, evs := runLoop(t, loopScript(t, calls), loopTools(nil))
+	var heard []agentsvc.LoopWarning
+	var mu sync.Mutex
+	res, evs := runLoop(t, loopScript(t, calls), loopTools(nil), func(svc *agentsvc.Service) {
+		svc.OnLoopWarning.Register("listen", func(_ context.Context, w agentsvc.LoopWarning) (struct{}, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			heard = append(heard, w)
+			return struct{}{}, nil
+		})
+	})
+	mu.Lock()
+	if len(heard) != 1 || heard[0].Detector != "generic_repeat" || heard[0].Count != 10 || heard[0].CallID != "c11" || heard[0].Turn != 1 {
+		t.Errorf("OnLoopWarning heard %+v, want the one warning at c11", heard)
+	}
+	mu.Unlock()
 
 	if res.Kind != vocab.PromptFailed || res.Err == nil || res.Err.Code != vocab.CodeLoopCriticalRepeat ||
 		!strings.Contains(res.Err.Message, "generic_repeat") || !strings.Contains(res.Err.Message, `"read"`) {

@@ -154,6 +154,11 @@ type Service struct {
 	// OnAfterTool sees every call's result and may rewrite it. An error
 	// fails the call.
 	OnAfterTool *hooks.Slot[*ToolResultContext]
+	// OnLoopWarning hears every loop warning loop detection emits (the
+	// detector, its count, the call): every listener runs; what they do
+	// changes nothing in the loop (the warning already reached the model
+	// as the result's note, and the loop/warning event is logged).
+	OnLoopWarning *hooks.SerialSlot[LoopWarning, struct{}]
 
 	errors *hooks.Slot[*ErrorContext]
 
@@ -251,6 +256,7 @@ func start(opt Options, folded *store.Folded) (*Service, error) {
 		OnTurnStopping:       hooks.NewSerialSlot[StepInfo, struct{}]("OnTurnStopping"),
 		OnBeforeTool:         hooks.NewSlot[*ToolCallContext]("OnBeforeTool"),
 		OnAfterTool:          hooks.NewSlot[*ToolResultContext]("OnAfterTool"),
+		OnLoopWarning:        hooks.NewSerialSlot[LoopWarning, struct{}]("OnLoopWarning"),
 		errors:               hooks.NewSlot[*ErrorContext]("LoopErrorHandlers"),
 	}
 	if opt.Spill != nil {
@@ -276,6 +282,7 @@ func start(opt Options, folded *store.Folded) (*Service, error) {
 		Hooks: map[vocab.HookName]engine.HookFunc{
 			vocab.HookBeforeTool:         s.beforeTool,
 			vocab.HookAfterTool:          s.afterTool,
+			vocab.HookLoopWarning:        s.loopWarning,
 			vocab.HookWillBeginStep:      s.willBeginStep,
 			vocab.HookDidFinishStep:      s.didFinishStep,
 			vocab.HookTurnStopping:       s.turnStopping,
@@ -299,7 +306,7 @@ func start(opt Options, folded *store.Folded) (*Service, error) {
 func (s *Service) slots() []vocab.HookName {
 	var mask uint16
 	for i, n := range [...]int{s.OnWillBeginStep.Len(), s.OnDidFinishStep.Len(), s.OnTurnStopping.Len(),
-		s.OnBeforeSubmitPrompt.Len(), s.errors.Len(), s.OnBeforeTool.Len(), s.OnAfterTool.Len()} {
+		s.OnBeforeSubmitPrompt.Len(), s.errors.Len(), s.OnBeforeTool.Len(), s.OnAfterTool.Len(), s.OnLoopWarning.Len()} {
 		if n > 0 {
 			mask |= 1 << i
 		}
@@ -311,7 +318,7 @@ func (s *Service) slots() []vocab.HookName {
 	}
 	var out []vocab.HookName
 	for i, h := range [...]vocab.HookName{vocab.HookWillBeginStep, vocab.HookDidFinishStep, vocab.HookTurnStopping,
-		vocab.HookBeforeSubmitPrompt, vocab.HookRequestError, vocab.HookBeforeTool, vocab.HookAfterTool} {
+		vocab.HookBeforeSubmitPrompt, vocab.HookRequestError, vocab.HookBeforeTool, vocab.HookAfterTool, vocab.HookLoopWarning} {
 		if mask&(1<<i) != 0 {
 			out = append(out, h)
 		}
@@ -397,6 +404,22 @@ func (s *Service) beforeTool(ctx context.Context, call engine.HookCall) vocab.Ho
 		v.Args = c.Call.Args
 	}
 	return v
+}
+
+// LoopWarning is a loop warning as OnLoopWarning listeners hear it.
+type LoopWarning struct {
+	StepInfo
+	vocab.LoopPayload
+}
+
+func (s *Service) loopWarning(ctx context.Context, call engine.HookCall) vocab.HookVerdict {
+	if call.Loop == nil {
+		return vocab.HookVerdict{}
+	}
+	if _, err := s.OnLoopWarning.RunSerial(ctx, LoopWarning{StepInfo: StepInfo(call.Info), LoopPayload: *call.Loop}); err != nil {
+		return failed(err)
+	}
+	return vocab.HookVerdict{}
 }
 
 func (s *Service) afterTool(ctx context.Context, call engine.HookCall) vocab.HookVerdict {

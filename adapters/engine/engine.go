@@ -158,6 +158,8 @@ type HookCall struct {
 	// chain may rewrite and return in the verdict.
 	Call   *vocab.ToolCall
 	Result *vocab.ToolResult
+	// Loop is the loop warning (loop-warning).
+	Loop *vocab.LoopPayload
 }
 
 // StepInfo locates a step.

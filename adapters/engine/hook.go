@@ -13,7 +13,7 @@ func (e *Engine) runHook(wk *worker) {
 	var v vocab.HookVerdict
 	if fn := e.opt.Hooks[w.Hook]; fn != nil {
 		call := HookCall{Hook: w.Hook, Info: StepInfo(w.Info), Messages: w.Messages, Prompt: w.Prompt, History: w.History, Err: w.Err, Attempt: w.Attempt,
-			Call: w.Call, Result: w.Result}
+			Call: w.Call, Result: w.Result, Loop: w.Loop}
 		err := safely(vocab.CodeHook, "hook "+string(w.Hook), func() error {
 			v = fn(wk.ctx, call)
 			return nil

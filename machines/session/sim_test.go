@@ -329,6 +329,12 @@ type sim struct {
 	toolsOn map[string]vocab.Accesses
 	input   vocab.InputKind // the kind of the input being stepped
 
+	// stuck: this seed's model is stuck on one failing call (it repeats
+	// it, and its tool fails the same way every time), for loop detection.
+	stuck bool
+	// terminated is the loop/intervention that terminates the open turn's
+	// run (nil: none yet).
+	terminated *vocab.LoopPayload
 	// turnPrompt is the prompt the open turn runs for ("" when none).
 	turnPrompt vocab.ID
 	// wantHeader is the reason the next model request must log its
@@ -376,6 +382,7 @@ type simStats struct {
 	reopens, rearms, deadLate, checkpointIns, folds, refolds, resumes                     int
 	reopenTurns, reopenCalls, reopenGates, reopenJobs, reopenCloses, reopenTimers, spared int
 	approvals, asked, parallel, detached, reopenApprovals                                 int
+	loopBlocks, loopTerminations                                                          int
 }
 
 func (a *simStats) add(b simStats) {
@@ -415,6 +422,8 @@ func (a *simStats) add(b simStats) {
 	a.parallel += b.parallel
 	a.detached += b.detached
 	a.reopenApprovals += b.reopenApprovals
+	a.loopBlocks += b.loopBlocks
+	a.loopTerminations += b.loopTerminations
 }
 
 func (a simStats) String() string {
@@ -423,12 +432,13 @@ func (a simStats) String() string {
 		"%d reopens (%d spared for known bugs; %d in a turn, %d tool calls interrupted, %d with a prompt at its gate, %d in maintenance, %d while closing; "+
 		"%d timers armed at the crash, %d re-armed; %d folded from the log, %d late results of dead work, %d resumed requests), "+
 		"%d checkpoint inputs (%d tails restored and re-stepped), %d sessions closed; "+
-		"%d tool calls started beside another, %d detached, %d approvals asked, %d answered, %d reopens with one pending",
+		"%d tool calls started beside another, %d detached, %d approvals asked, %d answered, %d reopens with one pending; "+
+		"%d loop interventions, %d runs terminated by loop detection",
 		a.steps, a.inputs, a.rejected, a.stale, a.events, a.turns, a.requests, a.tools, a.hooks, a.timers,
 		a.prompts, a.lateApplied+a.lateStale, a.lateApplied, a.lateStale, a.restarts, a.checkpoints,
 		a.reopens, a.spared, a.reopenTurns, a.reopenCalls, a.reopenGates, a.reopenJobs, a.reopenCloses,
 		a.reopenTimers, a.rearms, a.refolds, a.deadLate, a.resumes, a.checkpointIns, a.folds, a.closed,
-		a.parallel, a.detached, a.asked, a.approvals, a.reopenApprovals)
+		a.parallel, a.detached, a.asked, a.approvals, a.reopenApprovals, a.loopBlocks, a.loopTerminations)
 }
 
 type snapAt struct {
@@ -505,6 +515,11 @@ func runSeed(seed int64, steps int, m *session.Machines, trace func(string)) (f 
 		st = s.stats
 	}()
 	s.cfg = s.config()
+	if s.stuck = s.chance(0.15); s.stuck {
+		// Nothing else stops the stuck model: loop detection must.
+		s.cfg.MaxSteps, s.cfg.NoRunTimeout = 0, true
+		s.cfg.Hooks.WillBeginStep, s.cfg.Hooks.DidFinishStep = false, false
+	}
 	core, err := session.New(s.cfg, m)
 	if err != nil {
 		return &simFailure{seed: seed, inv: "config", msg: err.Error()}, st
@@ -513,11 +528,14 @@ func runSeed(seed int64, steps int, m *session.Machines, trace func(string)) (f 
 		return &simFailure{seed: seed, inv: "config", msg: err.Error()}, st
 	}
 	s.core = core
-	s.tracef("seed %d config %+v", seed, s.cfg.Hooks)
+	s.tracef("seed %d config %+v stuck=%v", seed, s.cfg.Hooks, s.stuck)
 	s.batch = 1 + s.rng.Intn(3)
 	s.wantHeader = "initial"
 	// An open input heads every session's log.
 	s.open(nil)
+	if s.stuck {
+		steps *= 5 // long enough for a loop to reach its thresholds
+	}
 	for s.step = 0; s.step < steps && s.fail == nil && !s.core.Closed(); s.step++ {
 		s.act()
 	}
@@ -604,7 +622,7 @@ func (s *sim) config() session.Config {
 func (s *sim) slots() []vocab.HookName {
 	var h []vocab.HookName
 	for _, n := range []vocab.HookName{vocab.HookWillBeginStep, vocab.HookDidFinishStep, vocab.HookTurnStopping,
-		vocab.HookBeforeSubmitPrompt, vocab.HookRequestError, vocab.HookBeforeTool, vocab.HookAfterTool} {
+		vocab.HookBeforeSubmitPrompt, vocab.HookRequestError, vocab.HookBeforeTool, vocab.HookAfterTool, vocab.HookLoopWarning} {
 		if s.chance(0.35) {
 			h = append(h, n)
 		}
@@ -628,6 +646,14 @@ func (s *sim) newID(prefix string) vocab.ID {
 // ---- one simulation step ----
 
 func (s *sim) act() {
+	if s.stuck && s.chance(0.97) {
+		// The stuck model's loop runs on, callers mostly quiet: answer
+		// work, or let the lane carry out what the core asked for.
+		if !s.answer(false) {
+			s.readyIfDue(true)
+		}
+		return
+	}
 	switch r := s.rng.Intn(100); {
 	case r < 64:
 		if !s.answer(false) {
@@ -1710,6 +1736,9 @@ func (s *sim) answer(late bool) bool {
 		if late && !it.cancelled {
 			continue
 		}
+		if it.w.Kind == session.WorkTimer && it.w.Deadline.Sub(s.now) > time.Hour && s.chance(0.97) {
+			continue // a far timer (a run's timeout) comes rarely: time seldom jumps days
+		}
 		pool = append(pool, it)
 	}
 	if len(pool) == 0 {
@@ -1979,6 +2008,16 @@ func (s *sim) planReply() *replyPlan {
 		}
 	}
 	pick := func(fs ...vocab.FinishReason) vocab.FinishReason { return fs[s.rng.Intn(len(fs))] }
+	if s.stuck && s.chance(0.95) {
+		// The stuck model: the same failing call again.
+		s.callSeq++
+		c := vocab.ToolCall{ID: fmt.Sprintf("k%d", s.callSeq), Name: "read", Args: json.RawMessage(`{"path":"stuck"}`)}
+		cc := c
+		p.reply.Parts = append(p.reply.Parts, vocab.Part{Kind: vocab.PartToolCall, Call: &c})
+		p.stream = append(p.stream, vocab.StreamPart{Kind: vocab.StreamToolCall, Call: &cc})
+		p.finish = vocab.FinishToolCalls
+		return p
+	}
 	switch k := s.rng.Intn(40); {
 	case k < 12: // text
 		if s.chance(0.3) {
@@ -2060,6 +2099,10 @@ func (s *sim) modelErr() *vocab.Error {
 
 func (s *sim) toolResult(call *vocab.ToolCall, cancelled bool) *vocab.ToolResult {
 	r := &vocab.ToolResult{CallID: call.ID, Name: call.Name}
+	if s.stuck && string(call.Args) == `{"path":"stuck"}` && !cancelled {
+		r.Content, r.IsError = "open stuck: no such file", true
+		return r
+	}
 	if cancelled && s.chance(0.6) {
 		// What a tool cut off by its context returns.
 		r.Content, r.IsError, r.Code = fmt.Sprintf("Tool %q was aborted", call.Name), true, vocab.CodeToolAborted
@@ -2269,7 +2312,26 @@ func (s *sim) onEvent(ev vocab.Event) {
 		}
 		s.inTurn, s.turnNo, s.stepNo, s.stepOn, s.turnPrompt = true, ev.Turn, 0, false, ""
 		s.stats.turns++
+	case vocab.EventLoopIntervention:
+		p := ev.Payload.(vocab.LoopPayload)
+		s.stats.loopBlocks++
+		if p.Detector == "" || p.Tool == "" || p.Count <= 0 {
+			s.failf("loop-attribution", "loop/intervention without its detector, tool or count: %+v", p)
+		}
+		if p.Terminate {
+			s.terminated = &p
+		}
 	case vocab.EventTurnEnd:
+		if p, _ := ev.Payload.(vocab.TurnEndPayload); p.Reason.Code == vocab.CodeLoopCriticalRepeat {
+			s.stats.loopTerminations++
+			switch t := s.terminated; {
+			case t == nil:
+				s.failf("loop-attribution", "turn %d ends %s with no terminating loop/intervention", s.turnNo, p.Reason)
+			case !strings.Contains(p.Reason.Message, t.Detector) || !strings.Contains(p.Reason.Message, t.Tool):
+				s.failf("loop-attribution", "turn %d ends %q, which does not name the detector %s and tool %s", s.turnNo, p.Reason.Message, t.Detector, t.Tool)
+			}
+		}
+		s.terminated = nil
 		switch {
 		case !s.inTurn:
 			s.failf("turn-structure", "turn/end outside a turn")
