@@ -120,7 +120,9 @@ func (c *Core) guardBatch() {
 		c.emit(vocab.EventWarning, *p)
 		cl.note = v.Message
 		if c.cfg.Hooks.LoopWarning {
-			c.start(&pending{kind: WorkHook, turn: c.turnNo}, Work{Hook: vocab.HookLoopWarning, Info: c.info(c.step), Loop: p})
+			// The session's work, not the turn's: listeners hear every
+			// warning even when the turn ends first.
+			c.start(&pending{kind: WorkHook}, Work{Hook: vocab.HookLoopWarning, Info: c.info(c.step), Loop: p})
 		}
 	}
 	if a.Blocked < 0 {
