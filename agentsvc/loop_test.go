@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/loopchart/loopchart/adapters/clock"
 	"github.com/loopchart/loopchart/adapters/llm/scripted"
@@ -55,9 +56,14 @@ func loopTools(statuses []string) []vocab.Tool {
 }
 
 func runLoop(t *testing.T, s *scripted.Script, ts []vocab.Tool, setup ...func(*agentsvc.Service)) (vocab.PromptResult, []vocab.Event) {
+	return runLoopWith(t, agentsvc.Options{}, s, ts, setup...)
+}
+
+func runLoopWith(t *testing.T, opt agentsvc.Options, s *scripted.Script, ts []vocab.Tool, setup ...func(*agentsvc.Service)) (vocab.PromptResult, []vocab.Event) {
 	t.Helper()
 	ctx := ctx5(t)
-	svc, err := agentsvc.New(agentsvc.Options{Provider: scripted.New(s, clock.Real()), Tools: ts})
+	opt.Provider, opt.Tools = scripted.New(s, clock.Real()), ts
+	svc, err := agentsvc.New(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +195,68 @@ func TestChangingPollIsNeverStopped(t *testing.T) {
 	for _, ev := range evs {
 		if ev.Kind == vocab.EventLoopIntervention || ev.Kind == vocab.EventWarning {
 			t.Fatalf("a changing poll was flagged: %s %+v", ev.Kind, ev.Payload)
+		}
+	}
+}
+
+// The run's timeout on the injected clock: a tool that never returns is
+// cut off when the run's hour is up, and the prompt fails run.timeout.
+func TestRunTimeoutThroughTheService(t *testing.T) {
+	ctx := ctx5(t)
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	started := make(chan struct{}, 1)
+	hang := tools.MustTypedText(vocab.ToolSpec{Name: "hang", NoAccess: true}, func(ctx context.Context, _ struct{}) (string, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	s := loopScript(t, [][2]string{{"hang", `{}`}})
+	svc, err := agentsvc.New(agentsvc.Options{Provider: scripted.New(s, clk), Tools: []vocab.Tool{hang}, Clock: clk,
+		RunTimeout: time.Hour, NoStreamWatchdog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		go func() { // closing waits on the clock too
+			for clk.WaitForDue(ctx, time.Hour) == nil {
+				clk.AdvanceToNextWithin(time.Hour)
+			}
+		}()
+		svc.Close(ctx)
+	}()
+	p, err := svc.SubmitText("hang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	clk.Advance(time.Hour) // the run's deadline; the cancel gives the tool its grace
+	if err := clk.WaitForDue(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	clk.AdvanceToNextWithin(time.Minute)
+	res, err := p.Wait(ctx)
+	if err != nil || res.Kind != vocab.PromptFailed || res.Err == nil || res.Err.Code != vocab.CodeRunTimeout {
+		t.Fatalf("ended %v %v, want failed{run.timeout}", res, err)
+	}
+	if _, err := agentsvc.New(agentsvc.Options{Provider: scripted.New(s, clk), RunTimeout: -time.Second}); err == nil {
+		t.Error("a negative RunTimeout was accepted")
+	}
+}
+
+// With loop detection off, the stuck model runs its loop to the end of its
+// script: nothing is warned or blocked.
+func TestLoopDetectionOff(t *testing.T) {
+	var calls [][2]string
+	for range 25 {
+		calls = append(calls, [2]string{"read", `{"path": "missing"}`})
+	}
+	res, evs := runLoopWith(t, agentsvc.Options{NoLoopDetection: true}, loopScript(t, calls), loopTools(nil))
+	if res.Kind != vocab.PromptCompleted || res.Steps != 26 {
+		t.Fatalf("ended %v, want the script run to its end", res)
+	}
+	for _, ev := range evs {
+		if ev.Kind == vocab.EventWarning || ev.Kind == vocab.EventLoopIntervention {
+			t.Fatalf("loop detection acted while off: %s", ev.Kind)
 		}
 	}
 }

@@ -117,6 +117,11 @@ type Options struct {
 	// NoRunTimeout turns it off.
 	RunTimeout   time.Duration
 	NoRunTimeout bool
+	// NoLoopDetection turns loop detection off. It is on by default: a
+	// repeated tool call is warned (loop/warning, OnLoopWarning, a note
+	// for the model), a critical loop blocks its batch, and a second one
+	// ends the run failed{loop.critical_repeat}.
+	NoLoopDetection bool
 	// Spill keeps tool outputs longer than SpillChars characters (0 means
 	// 50,000) outside the history: the model sees their head and a
 	// reference it can page through with the read_output tool (added to
@@ -277,7 +282,7 @@ func start(opt Options, folded *store.Folded) (*Service, error) {
 		Jitter: opt.Jitter, System: opt.System, Model: opt.Model, MaxTokens: opt.MaxTokens, StreamFlush: opt.StreamFlush,
 		MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop,
 		MaxParallelTools: opt.MaxParallelTools, CaseSensitivePaths: opt.CaseSensitivePaths,
-		RunTimeout: opt.RunTimeout, NoRunTimeout: opt.NoRunTimeout,
+		RunTimeout: opt.RunTimeout, NoRunTimeout: opt.NoRunTimeout, NoLoopDetection: opt.NoLoopDetection,
 		FirstTokenTimeout: opt.FirstTokenTimeout, ChunkTimeout: opt.ChunkTimeout, NoStreamWatchdog: opt.NoStreamWatchdog,
 		Hooks: map[vocab.HookName]engine.HookFunc{
 			vocab.HookBeforeTool:         s.beforeTool,

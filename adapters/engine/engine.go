@@ -126,6 +126,8 @@ type Options struct {
 	// means 48 h. NoRunTimeout turns it off.
 	RunTimeout   time.Duration
 	NoRunTimeout bool
+	// NoLoopDetection turns loop detection off (see session.Config).
+	NoLoopDetection bool
 
 	// Hooks are the hook chains, by slot. Slots reports which of them have
 	// handlers now (nil: every slot with a non-nil func); the lane checks
@@ -286,7 +288,7 @@ func New(opt Options) (*Engine, error) {
 	cfg := session.Config{Session: opt.Session, System: opt.System, Model: opt.Model, MaxTokens: opt.MaxTokens,
 		Tools: opt.Tools.Specs(), MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop,
 		MaxParallelTools: opt.MaxParallelTools, CaseSensitivePaths: opt.CaseSensitivePaths,
-		RunTimeout: opt.RunTimeout, NoRunTimeout: opt.NoRunTimeout}
+		RunTimeout: opt.RunTimeout, NoRunTimeout: opt.NoRunTimeout, NoLoopDetection: opt.NoLoopDetection}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -158,3 +158,31 @@ func TestRunTimeoutSurvivesAReopen(t *testing.T) {
 		t.Fatalf("after the reopen the run timer is %v, want %v again", again, before)
 	}
 }
+
+// The deadline runs on while a call awaits approval: the timeout cancels
+// the turn, the question is abandoned, the prompt fails run.timeout.
+func TestRunTimeoutWhileAwaitingApproval(t *testing.T) {
+	cfg := session.Config{Session: "s1", Model: "m", RunTimeout: time.Hour, Tools: []vocab.ToolSpec{{Name: "w", Approval: true}}}
+	r := newRig(t, cfg)
+	p := vocab.UserText("go")
+	r.step(vocab.Input{Kind: vocab.InSubmit, ID: "p1", Message: &p})
+	m := r.started(session.WorkModel)
+	reply := vocab.Message{Parts: []vocab.Part{{Kind: vocab.PartToolCall, Call: &vocab.ToolCall{ID: "c1", Name: "w", Args: json.RawMessage(`{}`)}}}}
+	r.step(vocab.Input{Kind: vocab.InModelDone, Work: m.ID, Reply: &reply, Finish: vocab.FinishToolCalls})
+	if len(r.core.Approvals()) != 1 {
+		t.Fatal("c1 does not await approval")
+	}
+	r.step(vocab.Input{Kind: vocab.InTimerFired, Work: r.runTimers(cfg)[0].ID})
+	if res := promptOf(t, r, "p1"); res == nil || res.Err == nil || res.Err.Code != vocab.CodeRunTimeout {
+		t.Fatalf("p1 ended %v, want failed{run.timeout}", res)
+	}
+	var abandoned bool
+	for _, ev := range r.log {
+		if a, ok := ev.Payload.(vocab.ApprovalPayload); ok && a.State == vocab.ApprovalAborted {
+			abandoned = true
+		}
+	}
+	if !abandoned || len(r.core.Approvals()) != 0 {
+		t.Errorf("the approval was not abandoned (event %v, pending %v)", abandoned, r.core.Approvals())
+	}
+}
