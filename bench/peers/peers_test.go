@@ -43,7 +43,7 @@ func perStep(b *testing.B, k int) {
 // ---- loopchart ----
 
 // lcProvider is a fake vocab.Provider: within a run (the messages after
-// the last user message) it answers with one noop({}) call while fewer
+// the last user message) it answers with one noop({"i": n}) call while fewer
 // than k tool results are in the request, then with the text "done". Its
 // replies are precomputed and shared read-only, so the fake itself
 // allocates only the iterator.
@@ -57,7 +57,9 @@ func newLCProvider(k int) *lcProvider {
 	p := &lcProvider{k: k}
 	usage := vocab.StreamPart{Kind: vocab.StreamUsage, Usage: &vocab.Usage{InputTokens: 10, OutputTokens: 2}}
 	for i := range p.calls {
-		call := &vocab.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "noop", Args: json.RawMessage(`{}`)}
+		// Each step's call has arguments of its own: the same call with the
+		// same result 20 times over is a loop, which loopchart stops.
+		call := &vocab.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "noop", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
 		p.calls[i] = []vocab.StreamPart{{Kind: vocab.StreamToolCall, Call: call}, usage, {Kind: vocab.StreamFinish, Finish: vocab.FinishToolCalls}}
 	}
 	p.final = []vocab.StreamPart{{Kind: vocab.StreamText, Text: "done"}, usage, {Kind: vocab.StreamFinish, Finish: vocab.FinishStop}}
@@ -88,7 +90,7 @@ func (p *lcProvider) Stream(_ context.Context, req vocab.Request) iter.Seq2[voca
 // API (agentsvc: SubmitText, Wait): k tool rounds then a final answer,
 // every event written to the session's in-memory log.
 func BenchmarkLoopchart(b *testing.B) {
-	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, struct{}) (string, error) { return "ok", nil })
+	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, noopArgs) (string, error) { return "ok", nil })
 	for _, k := range ks {
 		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
 			ctx := context.Background()
@@ -137,10 +139,15 @@ func BenchmarkLoopchart(b *testing.B) {
 	}
 }
 
+// noopArgs are the noop tool's arguments: the step's number.
+type noopArgs struct {
+	I int `json:"i"`
+}
+
 // ---- eino ----
 
 // einoModel is a fake model.ToolCallingChatModel: within a run (the
-// messages after the last user message) it answers with one noop({}) call
+// messages after the last user message) it answers with one noop({"i": n}) call
 // while fewer than k tool results are in the input, then with "done".
 // Generate and Stream give the same reply; Stream wraps it with
 // schema.StreamReaderFromArray. Replies are precomputed and shared.
@@ -155,7 +162,7 @@ func newEinoModel(k int) *einoModel {
 	for i := range m.calls {
 		m.calls[i] = schema.AssistantMessage("", []schema.ToolCall{{
 			ID: fmt.Sprintf("c%d", i), Type: "function",
-			Function: schema.FunctionCall{Name: "noop", Arguments: "{}"},
+			Function: schema.FunctionCall{Name: "noop", Arguments: fmt.Sprintf(`{"i":%d}`, i)},
 		}})
 	}
 	return m
@@ -228,7 +235,7 @@ func BenchmarkEino(b *testing.B) {
 // that the model really was called k+1 times.
 func TestScenario(t *testing.T) {
 	ctx := context.Background()
-	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, struct{}) (string, error) { return "ok", nil })
+	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, noopArgs) (string, error) { return "ok", nil })
 	for _, k := range ks {
 		svc, err := agentsvc.New(agentsvc.Options{Provider: newLCProvider(k), Tools: []vocab.Tool{noop}})
 		if err != nil {
@@ -305,7 +312,7 @@ const sessions = 1000
 // with BenchmarkConcurrentEino in the same run.
 func BenchmarkConcurrentLoopchart(b *testing.B) {
 	const k = 10
-	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, struct{}) (string, error) { return "ok", nil })
+	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, noopArgs) (string, error) { return "ok", nil })
 	ctx := context.Background()
 	svcs := make([]*agentsvc.Service, sessions)
 	for i := range svcs {
