@@ -42,7 +42,9 @@ func decodeArgs[A any](raw json.RawMessage, rs *jsonschema.Resolved) (A, string)
 	if err := json.Unmarshal(data, &v); err != nil {
 		return zero, capProblem(describeJSONError(err))
 	}
-	if p := duplicateKey(data); p != "" {
+	if !mayHaveDuplicateKey(data) {
+		// The quick scan proved it: no object repeats a key.
+	} else if p := duplicateKey(data); p != "" {
 		return zero, capProblem(p)
 	}
 	// Keys A has no field for, checked first for the clearer message (the
