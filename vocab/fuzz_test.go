@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/loopchart/loopchart/vocab"
@@ -70,15 +71,22 @@ func FuzzToolCallArgs(f *testing.F) {
 		if err := json.Unmarshal(b, &back); err != nil {
 			t.Fatalf("%s does not decode: %v", b, err)
 		}
-		want := args
 		if json.Valid(args) {
-			var compact bytes.Buffer
-			if err := json.Compact(&compact, args); err != nil {
+			// Valid JSON is kept as JSON: the same value (encoding/json
+			// compacts it and escapes <, > and &).
+			var want, got any
+			if err := json.Unmarshal(args, &want); err != nil {
 				t.Fatal(err)
 			}
-			want = compact.Bytes() // valid JSON is kept as JSON, compacted
+			if err := json.Unmarshal(back.Args, &got); err != nil {
+				t.Fatalf("args %q came back as %q, not JSON: %v", args, back.Args, err)
+			}
+			if !reflect.DeepEqual(want, got) {
+				t.Fatalf("args %q came back as %q (encoded %s)", args, back.Args, b)
+			}
+			return
 		}
-		if !bytes.Equal(back.Args, want) && !(len(want) == 0 && len(back.Args) == 0) {
+		if !bytes.Equal(back.Args, args) && !(len(args) == 0 && len(back.Args) == 0) {
 			t.Fatalf("args %q came back as %q (encoded %s)", args, back.Args, b)
 		}
 	})
