@@ -185,10 +185,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		reqs:    make(chan *request, 256),
 		done:    make(chan struct{}),
 	}
-	if isNew(abs) {
-		if err := s.create(ctx); err != nil {
-			return nil, err
-		}
+	// Through the creation lock even when the file exists: another
+	// process may be creating it right now (its schema half written, its
+	// journal mode being switched), and opening it then fails busy.
+	if err := s.create(ctx); err != nil {
+		return nil, err
 	}
 	s.db, err = sql.Open("sqlite", dsn(abs, o, false))
 	if err != nil {

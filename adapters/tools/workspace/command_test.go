@@ -126,12 +126,20 @@ func TestRunCommandTimeout(t *testing.T) {
 // openFIFO makes a FIFO in w and opens its reading end once a command
 // opens it for writing; it fails the test if the command returns first
 // (in done) or nothing opens it within 20s.
+// makeFIFO makes the FIFO name in w, before the command that writes it
+// starts (else its shell's redirection makes a plain file first).
+func makeFIFO(t *testing.T, w *Workspace, name string) {
+	t.Helper()
+	if err := mkfifo(filepath.Join(w.Root(), name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openFIFO opens the FIFO name (made with makeFIFO) for reading, which
+// returns once the command opened it for writing.
 func openFIFO(t *testing.T, w *Workspace, name string, done <-chan struct{}) *os.File {
 	t.Helper()
 	p := filepath.Join(w.Root(), name)
-	if err := mkfifo(p); err != nil {
-		t.Fatal(err)
-	}
 	opened := make(chan *os.File, 1)
 	go func() {
 		f, err := os.Open(p) // blocks until a writer opens it
@@ -189,6 +197,7 @@ func waitEOF(t *testing.T, f *os.File) {
 func TestRunCommandCancelKillsProcessGroup(t *testing.T) {
 	w := open(t, Options{}, nil)
 	rc := w.RunCommand(CommandOptions{Grace: 30 * time.Second})
+	makeFIFO(t, w, "alive")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	done := make(chan struct{})
@@ -222,6 +231,7 @@ func TestRunCommandCancelKillsProcessGroup(t *testing.T) {
 func TestRunCommandBackgroundHoldingPipes(t *testing.T) {
 	w := open(t, Options{}, nil)
 	rc := w.RunCommand(CommandOptions{Grace: 300 * time.Millisecond})
+	makeFIFO(t, w, "alive")
 	done := make(chan struct{})
 	var res vocab.ToolResult
 	var runErr error
