@@ -27,17 +27,22 @@ const maxProblem = 1000
 // duplicate keys, valid against rs (when not nil), and strictly decodable.
 // It returns what is wrong, "" when nothing is.
 func decodeArgs[A any](raw json.RawMessage, rs *jsonschema.Resolved) (A, string) {
-	var zero A
 	data := bytes.TrimSpace(raw)
 	if len(data) == 0 {
 		data = []byte("{}")
 	}
-	if string(data) == "{}" && rs == nil {
-		var a A
-		if err := json.Unmarshal(data, &a); err == nil {
-			return a, "" // no keys: nothing to check (the common no-argument call)
+	if rs == nil {
+		if a, ok := decodeFlat[A](data); ok {
+			return a, "" // the quick path proved the arguments good
 		}
 	}
+	return decodeFull[A](data, rs)
+}
+
+// decodeFull is decodeArgs' full path: every check, with the message of
+// the first that fails.
+func decodeFull[A any](data []byte, rs *jsonschema.Resolved) (A, string) {
+	var zero A
 	var v any
 	if err := json.Unmarshal(data, &v); err != nil {
 		return zero, capProblem(describeJSONError(err))
@@ -298,6 +303,101 @@ func unknownField(key string, path []segment, fields map[string]reflect.Type) st
 		more = ", …"
 	}
 	return fmt.Sprintf("unknown field %q in %s (its fields are %s%s)", key, where(path), strings.Join(list, ", "), more)
+}
+
+// decodeFlat decodes data into A on a quick path, when A is a struct of
+// plain fields (no nested struct, map or slice to check names in), data
+// holds no duplicate key and every top-level key is exactly the JSON name
+// of a field. It reports false when it cannot prove the arguments good:
+// the full path then decides, and says what is wrong.
+func decodeFlat[A any](data []byte) (A, bool) {
+	var a A
+	names, ok := flatFields(reflect.TypeFor[A]())
+	if !ok || mayHaveDuplicateKey(data) || !topKeysIn(data, names) {
+		return a, false
+	}
+	return a, json.Unmarshal(data, &a) == nil
+}
+
+// flatCache holds flatFields' answers by type.
+var flatCache sync.Map
+
+type flatInfo struct {
+	names map[string]reflect.Type
+	ok    bool
+}
+
+// flatFields returns the JSON field names of t when t is a struct whose
+// fields are all plain (scalars, pointers to scalars, or types that decode
+// themselves).
+func flatFields(t reflect.Type) (map[string]reflect.Type, bool) {
+	if c, ok := flatCache.Load(t); ok {
+		fi := c.(flatInfo)
+		return fi.names, fi.ok
+	}
+	fi := flatInfo{}
+	if t.Kind() == reflect.Struct && !decodesItself(t) {
+		fi.names, fi.ok = jsonFields(t), true
+		for _, ft := range fi.names {
+			for ft.Kind() == reflect.Pointer && !decodesItself(ft) {
+				ft = ft.Elem()
+			}
+			switch {
+			case decodesItself(ft):
+			case ft.Kind() == reflect.Struct, ft.Kind() == reflect.Map, ft.Kind() == reflect.Slice,
+				ft.Kind() == reflect.Array, ft.Kind() == reflect.Interface:
+				fi.ok = false
+			}
+		}
+	}
+	flatCache.Store(t, fi)
+	return fi.names, fi.ok
+}
+
+// topKeysIn reports whether data is a JSON object whose keys (without
+// escapes) are all in names. It allocates nothing.
+func topKeysIn(data []byte, names map[string]reflect.Type) bool {
+	depth, want := 0, false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; c {
+		case '{', '[':
+			if depth == 0 && c != '{' {
+				return false
+			}
+			depth++
+			want = depth == 1
+		case '}', ']':
+			if depth == 0 {
+				return false
+			}
+			depth--
+		case ',':
+			want = depth == 1
+		case '"':
+			j := i + 1
+			for j < len(data) && data[j] != '"' {
+				if data[j] == '\\' {
+					if want {
+						return false
+					}
+					j++
+				}
+				j++
+			}
+			if want {
+				if _, ok := names[string(data[i+1:j])]; !ok {
+					return false
+				}
+				want = false
+			}
+			i = j
+		default:
+			if depth == 0 && c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+				return false // not an object
+			}
+		}
+	}
+	return depth == 0
 }
 
 // sortedKeys returns m's keys in order.

@@ -6,8 +6,8 @@ import "bytes"
 // might repeat a key. It is a quick scan that allocates nothing: false is
 // certain (no object repeats a key, compared byte for byte), true only
 // means the precise and costly duplicateKey must look (a repeated key, a
-// key with an escape in it, or nesting past what the scan keeps). data is
-// valid JSON (checked before).
+// key with an escape in it, nesting past what the scan keeps, or text that
+// is not JSON).
 func mayHaveDuplicateKey(data []byte) bool {
 	type span struct{ from, to int }
 	var (
@@ -29,6 +29,9 @@ func mayHaveDuplicateKey(data []byte) bool {
 			}
 			depth++
 		case '}', ']':
+			if depth == 0 {
+				return true // not JSON: the precise check decides
+			}
 			depth--
 			if starts[depth] >= 0 {
 				nkeys = starts[depth]
