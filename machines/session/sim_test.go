@@ -2537,7 +2537,7 @@ func (s *sim) backgroundDone(in vocab.Input) bool {
 // toolStarts checks a call that starts executing against those that
 // execute: none of them conflicts with it, and fewer than the cap run.
 func (s *sim) toolStarts(c vocab.ToolCall) {
-	var acc vocab.Accesses
+	acc := vocab.AllAccess // a tool the config does not declare touches everything
 	for _, t := range s.cfg.Tools {
 		if t.Name == c.Name {
 			acc = t.CallAccesses(c.Args, !s.cfg.CaseSensitivePaths)

@@ -63,11 +63,13 @@ func (c *Core) spec(name string) *vocab.ToolSpec {
 }
 
 // accesses computes what call touches by its tool's declaration. A call
-// of an unknown tool touches nothing: it fails at once without running.
+// of a tool the session's config does not declare touches everything: the
+// core cannot know what it would do (the lane's registry may still have
+// it), and it runs alone.
 func (c *Core) accesses(tc vocab.ToolCall) vocab.Accesses {
 	sp := c.spec(tc.Name)
 	if sp == nil {
-		return vocab.Accesses{}
+		return vocab.AllAccess
 	}
 	return sp.CallAccesses(tc.Args, !c.cfg.CaseSensitivePaths)
 }
