@@ -1767,7 +1767,7 @@ func idleFootprint(t *testing.T, window int) int64 {
 // hand-off: the worker that ran the model request steps its reply in and
 // runs the tool call itself, then the next request. A turn of k tool
 // rounds starts one goroutine (for its first request: the caller who
-// submitted must get its answer back), at most two, however large k is.
+// submitted must get its answer back), a few at most, however large k is.
 func TestNoHandOffPerStep(t *testing.T) {
 	const k = 20
 	calls := 0
@@ -1789,11 +1789,12 @@ func TestNoHandOffPerStep(t *testing.T) {
 	if res.Kind != vocab.PromptCompleted || res.Steps != k+1 {
 		t.Fatalf("prompt ended %s, want completed{steps=%d}", res, k+1)
 	}
-	// One goroutine for the first request; rarely a second, when the
-	// worker's first result lands while the submitting caller still drives
-	// the lane (the caller then hands the next work to a new worker). A
+	// One goroutine for the first request; rarely another, when a
+	// worker's result lands while the submitting caller still drives the
+	// lane (the caller then hands the next work to a new worker): under a
+	// loaded machine that can happen more than once early in the turn. A
 	// hand-off per step would be k+1.
-	if got := h.e.Stats().Spawned; got < 1 || got > 2 {
-		t.Errorf("a turn of %d synchronous steps started %d goroutines, want 1 or 2 (no hand-off per step)", k+1, got)
+	if got := h.e.Stats().Spawned; got < 1 || got > 5 {
+		t.Errorf("a turn of %d synchronous steps started %d goroutines, want 1 to 5 (no hand-off per step: that would be %d)", k+1, got, k+1)
 	}
 }
