@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -184,5 +185,42 @@ func TestRunTimeoutWhileAwaitingApproval(t *testing.T) {
 	}
 	if !abandoned || len(r.core.Approvals()) != 0 {
 		t.Errorf("the approval was not abandoned (event %v, pending %v)", abandoned, r.core.Approvals())
+	}
+}
+
+// The deadline runs on while the agent is paused: a Continue before it
+// goes on with the same run (same deadline); a Continue after it starts a
+// new run.
+func TestRunTimeoutWhilePaused(t *testing.T) {
+	cfg := session.Config{Session: "s1", Model: "m", RunTimeout: time.Hour, Tools: []vocab.ToolSpec{{Name: "t"}}}
+	r := newRig(t, cfg)
+	p := vocab.UserText("go")
+	r.step(vocab.Input{Kind: vocab.InSubmit, ID: "p1", Message: &p})
+	call := func() {
+		m := r.started(session.WorkModel)
+		reply := vocab.Message{Parts: []vocab.Part{{Kind: vocab.PartToolCall, Call: &vocab.ToolCall{ID: fmt.Sprint("c", len(r.log)), Name: "t", Args: json.RawMessage(`{}`)}}}}
+		r.step(vocab.Input{Kind: vocab.InModelDone, Work: m.ID, Reply: &reply, Finish: vocab.FinishToolCalls})
+	}
+	call()
+	r.step(vocab.Input{Kind: vocab.InPause, ID: "k1"})
+	r.step(vocab.Input{Kind: vocab.InToolDone, Work: r.started(session.WorkTool).ID, Result: &vocab.ToolResult{Content: "ok"}})
+	if _, ts := r.core.State(); ts != "" {
+		t.Fatalf("the turn did not stop at its drain when paused: %q", ts)
+	}
+	first := r.runTimers(cfg)
+	r.at = r.at.Add(10 * time.Minute) // paused, within the hour
+	r.step(vocab.Input{Kind: vocab.InContinue, ID: "k2"})
+	same := r.runTimers(cfg)
+	if len(same) != 2 || !same[1].Deadline.Equal(first[0].Deadline) {
+		t.Fatalf("a Continue within the deadline: timers %v, want the run's deadline again", same)
+	}
+	call()
+	r.step(vocab.Input{Kind: vocab.InPause, ID: "k3"})
+	r.step(vocab.Input{Kind: vocab.InToolDone, Work: r.started(session.WorkTool).ID, Result: &vocab.ToolResult{Content: "ok"}})
+	r.at = first[0].Deadline.Add(time.Minute) // paused past the deadline
+	r.step(vocab.Input{Kind: vocab.InContinue, ID: "k4"})
+	all := r.runTimers(cfg)
+	if len(all) != 3 || !all[2].Deadline.After(first[0].Deadline) {
+		t.Errorf("a Continue after the deadline: timers %v, want a new run", all)
 	}
 }
