@@ -47,6 +47,15 @@ const (
 	CodeQuotaExhausted Code = "llm.quota_exhausted"
 	// CodeRequestRejected: the provider rejected the request (4xx).
 	CodeRequestRejected Code = "llm.request_rejected"
+	// CodeAuth: the provider refused the credentials (401, 403, or an
+	// authentication or permission error type). Not retryable.
+	CodeAuth Code = "llm.auth"
+	// CodeModelNotFound: the provider does not know the model, or the key
+	// may not use it (404, or a not-found error type). Not retryable.
+	CodeModelNotFound Code = "llm.model_not_found"
+	// CodeRefusal: the model refused to answer (finish reason refusal).
+	// Not retryable.
+	CodeRefusal Code = "llm.refusal"
 	// CodeFiltered: the provider filtered the answer.
 	CodeFiltered Code = "llm.filtered"
 	// CodeProviderError: the reply ended with finish reason error.
@@ -306,7 +315,10 @@ func AsError(err error) *Error {
 var retryableStatus = map[int]bool{408: true, 409: true, 429: true, 500: true, 502: true, 503: true, 504: true, 529: true}
 
 // StatusError classifies a provider's HTTP status into an *Error: 408, 409,
-// 429, 500, 502, 503, 504 and 529 are retryable, everything else is not.
+// 429, 500, 502, 503, 504 and 529 are retryable, everything else is not;
+// 401 and 403 are CodeAuth, 404 CodeModelNotFound, 413 CodeContextOverflow,
+// 402 CodeQuotaExhausted. A provider adapter classifies by the provider's
+// own error type first and falls back on this.
 func StatusError(status int, retryAfter time.Duration, message string) *Error {
 	code := CodeRequestRejected
 	switch {
@@ -320,6 +332,10 @@ func StatusError(status int, retryAfter time.Duration, message string) *Error {
 		code = CodeContextOverflow
 	case status == 402:
 		code = CodeQuotaExhausted
+	case status == 401 || status == 403:
+		code = CodeAuth
+	case status == 404:
+		code = CodeModelNotFound
 	}
 	return &Error{Code: code, Message: message, Status: status, RetryAfter: retryAfter, Retryable: retryableStatus[status]}
 }

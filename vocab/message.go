@@ -35,6 +35,16 @@ type Part struct {
 	Text string `json:"text,omitempty"`
 	// Call is set for PartToolCall.
 	Call *ToolCall `json:"call,omitempty"`
+	// Provider, Signature and Redacted belong to a thinking part whose
+	// block the provider closed: Provider names the adapter that wrote it
+	// ("anthropic", "openai/deepseek"…), Signature is the provider's
+	// proof of the thinking (Anthropic's signature), Redacted the opaque
+	// data of thinking the provider hid (Text is then empty). A thinking
+	// part without Provider was cut off (a cancel, a failure): a request
+	// builder drops it, as it drops thinking another provider wrote.
+	Provider  string `json:"provider,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Redacted  string `json:"redacted,omitempty"`
 }
 
 // Source says where a message came from: the user, a steer, a notification,
@@ -109,7 +119,8 @@ func (m Message) HasToolCalls() bool {
 }
 
 // IsEmptyReply reports whether an assistant reply has no usable content: no
-// text and no tool call (a reply with only thinking is empty too).
+// text and no tool call (a reply with only thinking, signed or not, is
+// empty too).
 func (m Message) IsEmptyReply() bool {
 	for _, p := range m.Parts {
 		switch p.Kind {
@@ -248,7 +259,10 @@ func ToolMessage(r ToolResult) Message {
 	return Message{Role: RoleTool, Source: SourceTool, Result: &r}
 }
 
-// Usage counts tokens of one model request.
+// Usage counts tokens of one model request. InputTokens is the total
+// input, cached tokens included; CacheReadTokens and CacheWriteTokens say
+// how many of them were read from or written to the provider's prompt
+// cache.
 type Usage struct {
 	InputTokens      int `json:"inputTokens,omitempty"`
 	OutputTokens     int `json:"outputTokens,omitempty"`

@@ -65,12 +65,25 @@ const (
 
 // StreamPart is one piece of a streamed reply. Text and thinking arrive as
 // deltas; a tool call arrives whole; usage and finish close the reply.
+//
+// A thinking block ends with a thinking part that sets Provider (and
+// Signature or Redacted when the provider gave them): its Text, if any,
+// is the block's last delta, and the next thinking delta starts a new
+// block. Thinking deltas that no such part closes (a reply cut off) form
+// a part without a provider, which request builders drop.
+//
+// Usage may arrive more than once: each report replaces the one before
+// (providers report running totals), and InputTokens counts every input
+// token, cached ones included.
 type StreamPart struct {
-	Kind   StreamPartKind `json:"kind"`
-	Text   string         `json:"text,omitempty"`
-	Call   *ToolCall      `json:"call,omitempty"`
-	Usage  *Usage         `json:"usage,omitempty"`
-	Finish FinishReason   `json:"finish,omitempty"`
+	Kind      StreamPartKind `json:"kind"`
+	Text      string         `json:"text,omitempty"`
+	Call      *ToolCall      `json:"call,omitempty"`
+	Usage     *Usage         `json:"usage,omitempty"`
+	Finish    FinishReason   `json:"finish,omitempty"`
+	Provider  string         `json:"provider,omitempty"`
+	Signature string         `json:"signature,omitempty"`
+	Redacted  string         `json:"redacted,omitempty"`
 }
 
 // Provider streams model replies. A failed request yields a non-nil error,

@@ -13,6 +13,18 @@ const (
 	FinishError     FinishReason = "error"
 	FinishAborted   FinishReason = "aborted"
 	FinishFiltered  FinishReason = "filtered"
+	// FinishPause: the provider paused a long turn (Anthropic's
+	// pause_turn). The model owes more: the turn takes another step with
+	// the reply as it is, even without new input.
+	FinishPause FinishReason = "pause"
+	// FinishRefusal: the model refused to answer (a safety classifier
+	// stopped it). The turn fails with CodeRefusal; not retryable.
+	FinishRefusal FinishReason = "refusal"
+	// FinishContextOverflow: the reply stopped because the model's
+	// context window is full (a 200 with a context-window finish). The
+	// turn fails with CodeContextOverflow, which an error handler may
+	// answer by compacting the history and trying again.
+	FinishContextOverflow FinishReason = "context-overflow"
 	// FinishInterrupted ends a step that got no reply: it was cancelled,
 	// its request failed, or it was cut off.
 	FinishInterrupted FinishReason = "interrupted"
@@ -21,7 +33,8 @@ const (
 // Valid reports whether f is one of the defined finish reasons.
 func (f FinishReason) Valid() bool {
 	switch f {
-	case FinishStop, FinishToolCalls, FinishMaxTokens, FinishError, FinishAborted, FinishFiltered, FinishInterrupted:
+	case FinishStop, FinishToolCalls, FinishMaxTokens, FinishError, FinishAborted, FinishFiltered, FinishInterrupted,
+		FinishPause, FinishRefusal, FinishContextOverflow:
 		return true
 	}
 	return false

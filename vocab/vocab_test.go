@@ -512,10 +512,10 @@ func TestStatusError(t *testing.T) {
 		{504, vocab.CodeServer, true},
 		{529, vocab.CodeRateLimited, true},
 		{400, vocab.CodeRequestRejected, false},
-		{401, vocab.CodeRequestRejected, false},
+		{401, vocab.CodeAuth, false},
 		{402, vocab.CodeQuotaExhausted, false},
-		{403, vocab.CodeRequestRejected, false},
-		{404, vocab.CodeRequestRejected, false},
+		{403, vocab.CodeAuth, false},
+		{404, vocab.CodeModelNotFound, false},
 		{413, vocab.CodeContextOverflow, false},
 		{422, vocab.CodeRequestRejected, false},
 	}

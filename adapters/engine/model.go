@@ -49,7 +49,11 @@ func (e *Engine) runModel(wk *worker) {
 		r.fail = wk.ctx.Err()
 	}
 	if r.fail != nil {
-		e.report(wk, vocab.Input{Kind: vocab.InModelFailed, Err: vocab.AsError(r.fail), Jitter: e.jitter()})
+		in := vocab.Input{Kind: vocab.InModelFailed, Err: vocab.AsError(r.fail), Jitter: e.jitter()}
+		if u := r.a.Usage(); u != (vocab.Usage{}) {
+			in.Usage = &u // what the failed request used counts too
+		}
+		e.report(wk, in)
 		return
 	}
 	reply, usage := new(vocab.Message), new(vocab.Usage)
@@ -95,9 +99,10 @@ func (r *modelRun) stream() {
 			r.w.part()
 		}
 		r.a.Add(part)
-		// Text and thinking stream live; tool calls (which run only once
-		// the reply is whole) come with the reply.
-		if part.Kind == vocab.StreamText || part.Kind == vocab.StreamThinking {
+		// Text, thinking and usage stream live (so a cancelled request's
+		// usage is known); tool calls (which run only once the reply is
+		// whole) come with the reply.
+		if part.Kind == vocab.StreamText || part.Kind == vocab.StreamThinking || part.Kind == vocab.StreamUsage {
 			r.live(part)
 		}
 		if r.w != nil {
@@ -300,6 +305,13 @@ func (s *stream) add(p vocab.StreamPart) bool {
 			s.kind = p.Kind
 		}
 		s.text.WriteString(p.Text)
+		if p.Provider != "" {
+			// A thinking block's closing part keeps its metadata.
+			p.Text = s.text.String()
+			s.text.Reset()
+			s.kind = ""
+			s.parts = append(s.parts, p)
+		}
 	default:
 		s.flushText()
 		s.parts = append(s.parts, p)

@@ -45,6 +45,14 @@ func (a *Assembler) Add(p vocab.StreamPart) {
 			a.kind = kind
 		}
 		a.buf.WriteString(p.Text)
+		if kind == vocab.PartThinking && p.Provider != "" {
+			// The block's closing part: it becomes one part with its
+			// provider's signature (or redacted data), even when empty.
+			a.msg.Parts = append(a.msg.Parts, vocab.Part{Kind: vocab.PartThinking, Text: a.buf.String(),
+				Provider: p.Provider, Signature: p.Signature, Redacted: p.Redacted})
+			a.buf.Reset()
+			a.kind = ""
+		}
 	case vocab.StreamToolCall:
 		if p.Call != nil {
 			a.flush()

@@ -208,17 +208,27 @@ func (c *Core) modelDone(in vocab.Input) {
 	c.model = 0
 	reply, finish := c.normalize(*in.Reply, in.Finish, in.Work)
 	in.Reply, in.Finish = &reply, finish
-	if reply.IsEmptyReply() {
+	empty := reply.IsEmptyReply()
+	if empty {
 		// An empty reply is never committed: close the message its
 		// stream opened (a retry opens its own).
 		c.closeReply()
 	}
-	if reply.IsEmptyReply() && c.cfg.Hooks.RequestError {
-		err := &vocab.Error{Code: vocab.CodeEmptyResponse, Message: "the model returned an empty response", Retryable: true}
-		if finish == vocab.FinishFiltered {
-			err = &vocab.Error{Code: vocab.CodeFiltered, Message: "the provider filtered the reply"}
+	// An empty reply, and one the context window cut off, go to the
+	// error handlers when there are some (a handler may compact the
+	// history and try again).
+	judge := (empty || finish == vocab.FinishContextOverflow) && c.cfg.Hooks.RequestError
+	if (empty || judge) && in.Usage != nil {
+		// Such a reply may never be committed, but its tokens are spent:
+		// record them now (once: a commit after the handlers records
+		// none).
+		if *in.Usage != (vocab.Usage{}) {
+			c.emit(vocab.EventUsage, vocab.UsagePayload{Usage: *in.Usage})
 		}
-		c.askErrorHandlers(err, &in)
+		in.Usage = nil
+	}
+	if judge {
+		c.askErrorHandlers(turn.ReplyFailure(&reply, finish), &in)
 		return
 	}
 	var usage vocab.Usage
@@ -231,6 +241,10 @@ func (c *Core) modelDone(in vocab.Input) {
 func (c *Core) modelFailed(in vocab.Input) {
 	c.drop(in.Work)
 	c.model = 0
+	if in.Usage != nil && *in.Usage != (vocab.Usage{}) {
+		// A failed request's tokens are spent too.
+		c.emit(vocab.EventUsage, vocab.UsagePayload{Usage: *in.Usage})
+	}
 	c.closeReply()
 	if c.cfg.Hooks.RequestError {
 		c.askErrorHandlers(in.Err, &in)
@@ -363,6 +377,7 @@ func (c *Core) verdict(p *pending, v vocab.HookVerdict) {
 		case v.Err != nil:
 			c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelFailed{Err: v.Err, Jitter: f.Jitter}})
 		case v.Retry:
+			c.closeReply() // a judged reply that is not committed
 			c.history = slices.Clone(v.History)
 			c.indexCalls()
 			c.emit(vocab.EventHistoryReplaced, vocab.HistoryPayload{By: "error-handler", Messages: v.History})

@@ -49,6 +49,7 @@ type snapshot struct {
 	Used        []vocab.ID                `json:"used,omitempty"`
 	ReplyKind   vocab.PartKind            `json:"replyKind,omitempty"`
 	ReplyBuf    string                    `json:"replyBuf,omitempty"`
+	ReplyUsage  *vocab.Usage              `json:"replyUsage,omitempty"`
 	Closed      bool                      `json:"closed,omitempty"`
 	Opened      bool                      `json:"opened,omitempty"`
 	Header      string                    `json:"header,omitempty"`
@@ -113,6 +114,9 @@ func (c *Core) Snapshot() ([]byte, error) {
 		m.Parts = slices.Clone(m.Parts)
 		s.Reply, s.ReplyOpen = &m, c.reply.open
 		s.ReplyKind, s.ReplyBuf = c.reply.kind, c.reply.buf.String()
+		if u := c.reply.usage; u != (vocab.Usage{}) {
+			s.ReplyUsage = &u
+		}
 	}
 	for _, cl := range c.batch {
 		s.Batch = append(s.Batch, c.callSnapshot(cl))
@@ -166,6 +170,9 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 		c.reply.open = s.ReplyOpen
 		c.reply.kind = s.ReplyKind
 		c.reply.buf.WriteString(s.ReplyBuf)
+		if s.ReplyUsage != nil {
+			c.reply.usage = *s.ReplyUsage
+		}
 	}
 	c.reply.sources = s.Sources
 	c.used = make(map[vocab.ID]struct{}, len(s.Used))

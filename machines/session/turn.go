@@ -111,6 +111,10 @@ func (c *Core) cancelRequest(cause vocab.CancelCause) {
 		return
 	}
 	c.cancel(c.model, cause)
+	if u := c.reply.Usage(); u != (vocab.Usage{}) {
+		// What the provider reported before the cancel is spent.
+		c.emit(vocab.EventUsage, vocab.UsagePayload{Usage: u})
+	}
 	partial := c.reply.Message()
 	partial.Parts = slices.DeleteFunc(partial.Parts, func(p vocab.Part) bool { return p.Kind == vocab.PartToolCall })
 	if len(partial.Parts) > 0 {
@@ -323,7 +327,8 @@ func (c *Core) promptResult(f turn.EndTurn) vocab.PromptResult {
 var stepEnds = func() map[vocab.FinishReason]any {
 	m := map[vocab.FinishReason]any{}
 	for _, f := range []vocab.FinishReason{vocab.FinishStop, vocab.FinishToolCalls, vocab.FinishMaxTokens, vocab.FinishError,
-		vocab.FinishAborted, vocab.FinishFiltered, vocab.FinishInterrupted} {
+		vocab.FinishAborted, vocab.FinishFiltered, vocab.FinishInterrupted, vocab.FinishPause, vocab.FinishRefusal,
+		vocab.FinishContextOverflow} {
 		m[f] = vocab.StepEndPayload{Finish: f}
 	}
 	return m

@@ -97,6 +97,11 @@ var (
 	gBadFinish = &guard{Name: "badFinish", Test: func(_ *Ctx, ev chart.Event) bool {
 		return finishErr(ev.(ModelDone).Finish) != nil
 	}}
+	// A reply the provider paused (a long turn cut in two): the model
+	// owes the rest, so the turn takes another step without new input.
+	gPaused = &guard{Name: "pausedReply", Test: func(_ *Ctx, ev chart.Event) bool {
+		return ev.(ModelDone).Finish == vocab.FinishPause
+	}}
 	gRecovered = &guard{Name: "recovered", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(ModelFailed).Recovered }}
 	gRetryable = &guard{Name: "retryAllowed", Test: func(c *Ctx, ev chart.Event) bool {
 		return c.Config.Retry.ShouldRetry(c.Attempt, ev.(ModelFailed).Err)
@@ -147,14 +152,32 @@ func finishErr(f vocab.FinishReason) *vocab.Error {
 		return &vocab.Error{Code: vocab.CodeProviderError, Message: "the provider ended the reply with an error"}
 	case vocab.FinishAborted:
 		return &vocab.Error{Code: vocab.CodeAborted, Message: "the provider aborted the reply"}
+	case vocab.FinishRefusal:
+		return &vocab.Error{Code: vocab.CodeRefusal, Message: "the model refused to answer"}
+	case vocab.FinishContextOverflow:
+		return &vocab.Error{Code: vocab.CodeContextOverflow, Message: "the reply stopped: the model's context window is full"}
 	}
 	return nil
 }
 
+// ReplyFailure returns the failure a reply stands for, as the machine
+// judges it at model.done: an empty reply's (empty_response, retryable,
+// unless its finish says otherwise), or its finish reason's (filtered,
+// error, aborted, refusal, context overflow); nil for a reply that ends
+// well.
+func ReplyFailure(reply *vocab.Message, f vocab.FinishReason) *vocab.Error {
+	if reply == nil || reply.IsEmptyReply() {
+		return emptyErr(f)
+	}
+	return finishErr(f)
+}
+
 // emptyErr returns the failure of an empty reply: empty_response, retryable,
-// unless the provider filtered it.
+// unless the provider filtered it, the model refused, or the context
+// window was full.
 func emptyErr(f vocab.FinishReason) *vocab.Error {
-	if f == vocab.FinishFiltered {
+	switch f {
+	case vocab.FinishFiltered, vocab.FinishRefusal, vocab.FinishContextOverflow:
 		return finishErr(f)
 	}
 	return &vocab.Error{Code: vocab.CodeEmptyResponse, Message: "the model returned an empty response", Retryable: true}
@@ -216,6 +239,9 @@ var (
 	aConcluded = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
 		c.Concluded = true
+	}, "commit-reply")
+	aPausedReply = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
+		aCommitReply.Run(c, ev, out) // not concluded: the next step goes out
 	}, "commit-reply")
 	aBadFinish = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
@@ -405,13 +431,16 @@ var Definition = &chart.Def[Ctx]{
 		// calls decide continuation; a truncated reply's calls are not run
 		// (their error results are committed, the turn stops at the drain
 		// and ends max-tokens); an empty reply is a remote failure; a text
-		// reply the provider ended filtered, error or aborted is committed
-		// and fails the turn; any other reply is concluded.
+		// reply the provider ended filtered, error, aborted, refused or
+		// cut off by the context window is committed and fails the turn;
+		// a paused reply is committed and the turn goes on; any other
+		// reply is concluded.
 		{From: Thinking, On: TrModelDone, To: Draining, Guard: gTruncatedCalls, Action: aTruncated},
 		{From: Thinking, On: TrModelDone, To: Acting, Guard: gHasToolCalls, Action: aActing},
 		{From: Thinking, On: TrModelDone, To: Retrying, Guard: gEmptyRetry, Action: aEmptyRetry},
 		{From: Thinking, On: TrModelDone, To: Failed, Guard: gEmpty, Action: aEmptyFail},
 		{From: Thinking, On: TrModelDone, To: Failed, Guard: gBadFinish, Action: aBadFinish},
+		{From: Thinking, On: TrModelDone, To: Draining, Guard: gPaused, Action: aPausedReply},
 		{From: Thinking, On: TrModelDone, To: Draining, Action: aConcluded},
 		{From: Thinking, On: TrModelFailed, To: Thinking, Guard: gRecovered, Action: aRecover},
 		{From: Thinking, On: TrModelFailed, To: Retrying, Guard: gRetryable, Action: aRetry},
