@@ -55,11 +55,14 @@ func loopTools(statuses []string) []vocab.Tool {
 	}
 }
 
-func runLoop(t *testing.T, s *scripted.Script, ts []vocab.Tool, setup ...func(*agentsvc.Service)) (vocab.PromptResult, []vocab.Event) {
+// runLoop runs one prompt; setup registers what a test needs and may
+// return a wait, run before the service closes (a close cuts off hook
+// listeners still running).
+func runLoop(t *testing.T, s *scripted.Script, ts []vocab.Tool, setup ...func(*agentsvc.Service) func(context.Context)) (vocab.PromptResult, []vocab.Event) {
 	return runLoopWith(t, agentsvc.Options{}, s, ts, setup...)
 }
 
-func runLoopWith(t *testing.T, opt agentsvc.Options, s *scripted.Script, ts []vocab.Tool, setup ...func(*agentsvc.Service)) (vocab.PromptResult, []vocab.Event) {
+func runLoopWith(t *testing.T, opt agentsvc.Options, s *scripted.Script, ts []vocab.Tool, setup ...func(*agentsvc.Service) func(context.Context)) (vocab.PromptResult, []vocab.Event) {
 	t.Helper()
 	ctx := ctx5(t)
 	opt.Provider, opt.Tools = scripted.New(s, clock.Real()), ts
@@ -68,9 +71,17 @@ func runLoopWith(t *testing.T, opt agentsvc.Options, s *scripted.Script, ts []vo
 		t.Fatal(err)
 	}
 	defer svc.Close(ctx)
+	var waits []func(context.Context)
 	for _, f := range setup {
-		f(svc)
+		if w := f(svc); w != nil {
+			waits = append(waits, w)
+		}
 	}
+	defer func() {
+		for _, w := range waits {
+			w(ctx)
+		}
+	}()
 	p, err := svc.SubmitText("fix it")
 	if err != nil {
 		t.Fatal(err)
@@ -104,13 +115,26 @@ func TestStuckModelIsWarnedBlockedAndTerminated(t *testing.T) {
 	calls = append(calls, [2]string{"list", `{}`}, [2]string{"read", `{"path": "missing"}`})
 	var heard []agentsvc.LoopWarning
 	var mu sync.Mutex
-	res, evs := runLoop(t, loopScript(t, calls), loopTools(nil), func(svc *agentsvc.Service) {
+	told := make(chan struct{}, 1)
+	res, evs := runLoop(t, loopScript(t, calls), loopTools(nil), func(svc *agentsvc.Service) func(context.Context) {
 		svc.OnLoopWarning.Register("listen", func(_ context.Context, w agentsvc.LoopWarning) (struct{}, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			heard = append(heard, w)
+			select {
+			case told <- struct{}{}:
+			default:
+			}
 			return struct{}{}, nil
 		})
+		// Listeners run beside the loop: the turn may end before the
+		// listener ran.
+		return func(ctx context.Context) {
+			select {
+			case <-told:
+			case <-ctx.Done():
+			}
+		}
 	})
 	mu.Lock()
 	if len(heard) != 1 || heard[0].Detector != "generic_repeat" || heard[0].Count != 10 || heard[0].CallID != "c11" || heard[0].Turn != 1 {

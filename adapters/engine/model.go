@@ -99,11 +99,19 @@ func (r *modelRun) stream() {
 			r.w.part()
 		}
 		r.a.Add(part)
-		// Text, thinking and usage stream live (so a cancelled request's
-		// usage is known); tool calls (which run only once the reply is
-		// whole) come with the reply.
-		if part.Kind == vocab.StreamText || part.Kind == vocab.StreamThinking || part.Kind == vocab.StreamUsage {
+		// Text and thinking stream live; tool calls (which run only once
+		// the reply is whole) come with the reply. Usage streams live
+		// when it comes first (a provider that reports its input tokens
+		// as the reply starts: a cancelled request's usage is then
+		// known) or can ride with deltas already waiting; a usage
+		// report at the end comes with the reply, costing no input.
+		switch part.Kind {
+		case vocab.StreamText, vocab.StreamThinking:
 			r.live(part)
+		case vocab.StreamUsage:
+			if r.s == nil || r.s.pending() {
+				r.live(part)
+			}
 		}
 		if r.w != nil {
 			r.w.handled()
@@ -325,6 +333,13 @@ func (s *stream) flushText() {
 		s.text.Reset()
 	}
 	s.kind = ""
+}
+
+// pending reports whether an input for the buffer is queued.
+func (s *stream) pending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queued
 }
 
 // mark records that an input for the buffer is queued.
