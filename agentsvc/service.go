@@ -163,6 +163,8 @@ type Service struct {
 	// detector, its count, the call): every listener runs; what they do
 	// changes nothing in the loop (the warning already reached the model
 	// as the result's note, and the loop/warning event is logged).
+	// Listeners run beside the loop: the turn does not wait for them,
+	// and closing the session cancels those still running.
 	OnLoopWarning *hooks.SerialSlot[LoopWarning, struct{}]
 
 	errors *hooks.Slot[*ErrorContext]

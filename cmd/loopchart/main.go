@@ -2,6 +2,7 @@
 // their durable logs.
 //
 //	loopchart demo [--db FILE] [--new | --resume | --session ID] [--script FILE] [--events json] [--color] [--instant]
+//	loopchart run --provider openai|anthropic --model M [--base-url U] [--workspace DIR] [--allow-commands] [--db FILE] "task"
 //	loopchart log sessions [--db FILE]                  list the logged sessions, newest first
 //	loopchart log show [--db FILE] [--session ID] [--turn N] [--kind K]
 //	loopchart log verify [--db FILE] [--session ID]     check the file and replay the logs
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "demo":
 		err = demoCmd(ctx, args[1:], stdout, stderr)
+	case "run":
+		err = agentRunCmd(ctx, args[1:], stdout, stderr)
 	case "log":
 		err = logCmd(ctx, args[1:], stdout)
 	case "diagram":
@@ -102,6 +105,17 @@ commands:
         anyway; --resume insists on resuming (an error when nothing is
         unfinished); --session ID opens that session (resumes it when the
         log holds it, else starts it under that id).
+  run --provider openai|anthropic --model M [--base-url URL] [--workspace DIR]
+      [--allow-commands] [--db FILE] [--max-tokens N] [--server ROW]
+      [--thinking-budget N] [--system TEXT] [--events json] [--color] "task"
+        run a real agent on the workspace (default: the working directory)
+        with the workspace tools (read_file, write_file, edit_file,
+        list_dir, grep; run_command with --allow-commands), logged to
+        --db. Keys come from OPENAI_API_KEY or ANTHROPIC_API_KEY; a
+        --base-url of a local server (Ollama, vLLM, llama.cpp) needs none.
+        Ctrl-C cancels the run (cause user); a second Ctrl-C stops at
+        once. Exit status 0 when the task completed, 130 when cancelled,
+        1 otherwise.
   log sessions [--db FILE]
         list the sessions of the log, newest first
   log show [--db FILE] [--session ID] [--turn N] [--kind PREFIX]
