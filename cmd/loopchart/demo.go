@@ -572,7 +572,11 @@ func (t *timeline) render(ev vocab.Event) {
 	case vocab.RetryPayload:
 		t.line(ev, red, fmt.Sprintf("retry: attempt %d failed (%s: %s); attempt %d/%d in %s", p.FailedAttempt, displayText(string(p.Code), 0), displayText(p.Message, 0), p.NextAttempt, p.MaxAttempts, p.Delay))
 	case vocab.UsagePayload:
-		t.line(ev, dim, fmt.Sprintf("usage: %d in, %d out", p.Usage.InputTokens, p.Usage.OutputTokens))
+		if p.Usage.CacheReadTokens > 0 {
+			t.line(ev, dim, fmt.Sprintf("usage: %d in (%d from cache), %d out", p.Usage.InputTokens, p.Usage.CacheReadTokens, p.Usage.OutputTokens))
+		} else {
+			t.line(ev, dim, fmt.Sprintf("usage: %d in, %d out", p.Usage.InputTokens, p.Usage.OutputTokens))
+		}
 	case vocab.TurnEndPayload:
 		t.line(ev, bold, fmt.Sprintf("turn end: %s after %d steps", displayText(p.Reason.String(), 0), p.Steps))
 	}

@@ -107,12 +107,16 @@ commands:
         log holds it, else starts it under that id).
   run --provider openai|anthropic --model M [--base-url URL] [--workspace DIR]
       [--allow-commands] [--db FILE] [--max-tokens N] [--server ROW]
-      [--thinking-budget N] [--system TEXT] [--events json] [--color] "task"
+      [--api-key-env VAR] [--thinking-budget N] [--system TEXT]
+      [--events json] [--color] "task"
         run a real agent on the workspace (default: the working directory)
         with the workspace tools (read_file, write_file, edit_file,
         list_dir, grep; run_command with --allow-commands), logged to
-        --db. Keys come from OPENAI_API_KEY or ANTHROPIC_API_KEY; a
-        --base-url of a local server (Ollama, vLLM, llama.cpp) needs none.
+        --db. The provider's own API takes its key from OPENAI_API_KEY,
+        ANTHROPIC_API_KEY (or DEEPSEEK_API_KEY, MOONSHOT_API_KEY,
+        MISTRAL_API_KEY for those APIs); a --base-url of a local server
+        (Ollama, vLLM, llama.cpp) needs none, and gets no key unless
+        --api-key-env names the variable holding one.
         Ctrl-C cancels the run (cause user); a second Ctrl-C stops at
         once. Exit status 0 when the task completed, 130 when cancelled,
         1 otherwise.

@@ -4,7 +4,9 @@
 package wire
 
 import (
+	"context"
 	"crypto/sha256"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -164,6 +166,9 @@ func redactURLs(s string) string {
 		for end < len(s) && !strings.ContainsRune(" \t\n\"'<>", rune(s[end])) {
 			end++
 		}
+		for end > i && strings.ContainsRune(".,;:)", rune(s[end-1])) {
+			end-- // sentence punctuation after a URL is not part of it
+		}
 		b.WriteString(SafeURL(s[i:end]))
 		s = s[end:]
 	}
@@ -231,7 +236,7 @@ func Classify(f Failure, secrets ...string) *vocab.Error {
 	case has(typ, "insufficient_quota", "billing", "credit") || f.Status == 402 ||
 		has(lower, "credit balance", "insufficient_quota", "billing details", "exceeded your current quota"):
 		e.Code = vocab.CodeQuotaExhausted
-	case f.Status == 413 || has(typ, "request_too_large", "context_length_exceeded", "context_window", "string_above_max_length") ||
+	case f.Status == 413 || has(typ, "request_too_large", "context_length_exceeded", "context_window", "string_above_max_length", "exceed_context") ||
 		ContextOverflowMessage(lower):
 		e.Code = vocab.CodeContextOverflow
 	case has(typ, "overloaded", "rate_limit", "rate-limit", "too_many_requests") || f.Status == 429 || f.Status == 529:
@@ -292,15 +297,20 @@ func ContextOverflowMessage(lower string) bool {
 		"input length and `max_tokens` exceed", "too many tokens",
 		"exceeds the available context size", "context window", "exceeds maximum context",
 		"reduce the length of the messages", "input tokens exceed the configured limit",
-		"longer than the model's context length")
+		"longer than the model's context length", "exceeded model token limit", "model max length exceeded",
+		"longer than the maximum model length", "reduce the length of the input messages", "exceeds the context length")
 }
 
 // Transport wraps an error that happened below HTTP (a refused
 // connection, a broken stream) as a retryable llm.transport error, with
 // secrets and URLs redacted. Cancellation stays cancellation.
+//
+// Only context.Canceled counts as cancellation: a deadline that ran out
+// below the caller (an http.Client's Timeout) is the transport's, and
+// retryable. Callers check their own context first.
 func Transport(provider string, err error, secrets ...string) *vocab.Error {
-	if e := vocab.AsError(err); e.Code == vocab.CodeCancelled {
-		return &vocab.Error{Code: vocab.CodeCancelled, Message: Redact(e.Message, secrets...)}
+	if errors.Is(err, context.Canceled) {
+		return &vocab.Error{Code: vocab.CodeCancelled, Message: provider + ": " + Redact(err.Error(), secrets...)}
 	}
 	return &vocab.Error{Code: vocab.CodeTransport, Retryable: true, Message: provider + ": " + Redact(err.Error(), secrets...)}
 }

@@ -111,6 +111,9 @@ func TestRedact(t *testing.T) {
 	if !strings.Contains(got, "https://api.example.com/v1/chat") || !strings.Contains(got, "401 Unauthorized") {
 		t.Errorf("Redact removed too much: %q", got)
 	}
+	if got := Redact("see https://h/x?q=1. Then", ""); got != "see https://h/x. Then" {
+		t.Errorf("Redact kept or lost punctuation: %q", got)
+	}
 	if Redact("abc", "") != "abc" {
 		t.Error("an empty secret must not redact everything")
 	}
@@ -178,6 +181,10 @@ func TestTransport(t *testing.T) {
 	c := Transport("anthropic", fmt.Errorf("read body: %w", context.Canceled))
 	if c.Code != vocab.CodeCancelled || c.Retryable {
 		t.Errorf("Transport of a cancellation = %+v, want agent.cancelled", c)
+	}
+	d := Transport("openai", fmt.Errorf("client timeout: %w", context.DeadlineExceeded))
+	if d.Code != vocab.CodeTransport || !d.Retryable {
+		t.Errorf("Transport of a client timeout = %+v, want retryable llm.transport", d)
 	}
 }
 

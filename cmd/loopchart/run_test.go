@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fixtureServer answers the n-th request with the n-th recorded response
+// (a raw HTTP response: status line, headers, blank line, body) and keeps
+// the request bodies.
+type fixtureServer struct {
+	*httptest.Server
+	mu     sync.Mutex
+	bodies [][]byte
+	auth   []string
+}
+
+func serveFixtures(t *testing.T, files ...string) *fixtureServer {
+	t.Helper()
+	var resps [][]byte
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join("testdata", "run", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for bytes.HasPrefix(b, []byte("#")) {
+			b = b[bytes.IndexByte(b, '\n')+1:]
+		}
+		resps = append(resps, b)
+	}
+	s := &fixtureServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		n := len(s.bodies)
+		s.bodies = append(s.bodies, body)
+		s.auth = append(s.auth, r.Header.Get("Authorization"))
+		s.mu.Unlock()
+		if n >= len(resps) {
+			http.Error(w, `{"error":{"message":"no more fixtures","type":"invalid_request_error"}}`, http.StatusBadRequest)
+			return
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(resps[n])), r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *fixtureServer) requests(t *testing.T) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, b := range s.bodies {
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("request body is not JSON: %v\n%s", err, b)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// A real agent over the OpenAI wire, against a local server replaying a
+// conversation of two tool rounds: parallel list_dir and read_file, then
+// edit_file, then the answer. The edit lands in the workspace, the
+// timeline shows it, the log verifies.
+func TestRunTwoToolRounds(t *testing.T) {
+	srv := serveFixtures(t, "1-look.sse", "2-edit.sse", "3-done.sse")
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("status: draft\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := tempDB(t)
+	t.Setenv("OPENAI_API_KEY", "")
+	code, out, errOut := runCmd(t, "run", "--provider", "openai", "--model", "test-model", "--base-url", srv.URL+"/v1",
+		"--workspace", ws, "--db", db, "Make notes.txt say final.")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	got, err := os.ReadFile(filepath.Join(ws, "notes.txt"))
+	if err != nil || string(got) != "status: final\n" {
+		t.Fatalf("notes.txt = %q, %v; want the edit", got, err)
+	}
+	inOrder(t, out,
+		"user: Make notes.txt say final.",
+		"usage: 812 in, 41 out",
+		"assistant: Let me look at the workspace.",
+		"call call_list list_dir({})",
+		`call call_read read_file({"path": "notes.txt"})`,
+		"result call_list:",
+		"result call_read:",
+		"usage: 1020 in (768 from cache), 30 out",
+		`call call_edit edit_file({"path":"notes.txt","old":"draft","new":"final"})`,
+		"result call_edit:",
+		"assistant: Done: notes.txt now says final.",
+		"turn end: completed after 3 steps",
+		"result: completed",
+		"usage: 2932 tokens in (1792 from cache), 80 out")
+	if !strings.Contains(errOut, "log: "+db) {
+		t.Errorf("stderr does not name the log: %q", errOut)
+	}
+
+	reqs := srv.requests(t)
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests, want 3", len(reqs))
+	}
+	// The second request carries both results, matched by call id; the
+	// third carries the edit's.
+	toolMsgs := func(req map[string]any) map[string]string {
+		out := map[string]string{}
+		for _, m := range req["messages"].([]any) {
+			m := m.(map[string]any)
+			if m["role"] == "tool" {
+				content, _ := m["content"].(string)
+				out[m["tool_call_id"].(string)] = content
+			}
+		}
+		return out
+	}
+	r2 := toolMsgs(reqs[1])
+	if !strings.Contains(r2["call_read"], "status: draft") || !strings.Contains(r2["call_list"], "notes.txt") || len(r2) != 2 {
+		t.Errorf("second request's tool results: %v", r2)
+	}
+	if r3 := toolMsgs(reqs[2]); len(r3) != 3 || r3["call_edit"] == "" {
+		t.Errorf("third request's tool results: %v", r3)
+	}
+	for i, req := range reqs {
+		if req["model"] != "test-model" || req["stream"] != true {
+			t.Errorf("request %d: model %v stream %v", i+1, req["model"], req["stream"])
+		}
+	}
+	for i, a := range srv.auth {
+		if a != "" {
+			t.Errorf("request %d sent Authorization %q without a key", i+1, a)
+		}
+	}
+	// The session is in the log, and replays.
+	verify := logCmdOK(t, "verify", "--db", db)
+	if !strings.Contains(verify, "events replay from") {
+		t.Errorf("log verify: %s", verify)
+	}
+}
+
+// Without a key, run says which environment variable to set; with a
+// --base-url of one's own it needs none.
+func TestRunWithoutKey(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	db := tempDB(t)
+	for _, tt := range []struct{ provider, env string }{{"openai", "OPENAI_API_KEY"}, {"anthropic", "ANTHROPIC_API_KEY"}} {
+		code, _, errOut := runCmd(t, "run", "--provider", tt.provider, "--model", "m", "--workspace", t.TempDir(), "--db", db, "task")
+		if code != 1 || !strings.Contains(errOut, tt.env) {
+			t.Errorf("%s without a key: exit %d, stderr %q; want 1 naming %s", tt.provider, code, errOut, tt.env)
+		}
+	}
+	code, _, errOut := runCmd(t, "run", "--provider", "openai", "--model", "m", "--base-url", "http://localhost:1/v1",
+		"--api-key-env", "LOOPCHART_TEST_UNSET_KEY", "--workspace", t.TempDir(), "--db", db, "task")
+	if code != 1 || !strings.Contains(errOut, "set LOOPCHART_TEST_UNSET_KEY") {
+		t.Errorf("--api-key-env naming an unset variable: exit %d, stderr %q", code, errOut)
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Error("a run that could not start created the log")
+	}
+}
+
+// --api-key-env sends the key from that variable to a server of one's
+// own.
+func TestRunAPIKeyEnv(t *testing.T) {
+	srv := serveFixtures(t, "3-done.sse")
+	t.Setenv("LOOPCHART_TEST_KEY", "sk-test-0123")
+	code, out, errOut := runCmd(t, "run", "--provider", "openai", "--model", "m", "--base-url", srv.URL+"/v1",
+		"--api-key-env", "LOOPCHART_TEST_KEY", "--workspace", t.TempDir(), "--db", tempDB(t), "say done")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if srv.auth[0] != "Bearer sk-test-0123" {
+		t.Errorf("Authorization %q", srv.auth[0])
+	}
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", "--model", "m", "task"},
+		{"run", "--provider", "gemini", "--model", "m", "task"},
+		{"run", "--provider", "openai", "task"},
+		{"run", "--provider", "openai", "--model", "m"},
+		{"run", "--provider", "openai", "--model", "m", "a", "b"},
+		{"run", "--provider", "openai", "--model", "m", "--max-tokens", "-1", "task"},
+		{"run", "--provider", "anthropic", "--model", "m", "--server", "vllm", "task"},
+		{"run", "--provider", "openai", "--model", "m", "--thinking-budget", "2048", "task"},
+		{"run", "--provider", "openai", "--model", "m", "   "},
+	} {
+		if code, _, errOut := runCmd(t, args...); code != 2 {
+			t.Errorf("%q: exit %d (%s), want 2", args, code, errOut)
+		}
+	}
+}
+
+// Ctrl-C cancels the run with cause user: the turn ends aborted, the
+// session is closed in order, and the exit status is 130.
+func TestRunInterrupted(t *testing.T) {
+	started := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Thinking about it"},"finish_reason":null}]}`+"\n\n")
+		w.(http.Flusher).Flush()
+		close(started)
+		<-r.Context().Done() // the model streams until cancelled
+	}))
+	defer srv.Close()
+	db := tempDB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"run", "--provider", "openai", "--model", "m", "--base-url", srv.URL, "--workspace", t.TempDir(), "--db", db, "task"}, &out, &errOut)
+	}()
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the request never reached the server")
+	}
+	cancel() // the first Ctrl-C
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not end after the cancel")
+	}
+	if code != 130 {
+		t.Fatalf("exit %d, want 130\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	inOrder(t, out.String(), "turn end: aborted{user} after 1 steps", "result: cancelled")
+	if !strings.Contains(errOut.String(), "interrupted: cancelling the run") {
+		t.Errorf("stderr: %q", errOut.String())
+	}
+	verify := logCmdOK(t, "verify", "--db", db)
+	if !strings.Contains(verify, "events replay from") {
+		t.Errorf("log verify: %s", verify)
+	}
+}
