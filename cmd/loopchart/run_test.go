@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/loopchart/loopchart/vocab"
 )
 
 // fixtureServer answers the n-th request with the n-th recorded response
@@ -260,5 +262,36 @@ func TestRunInterrupted(t *testing.T) {
 	verify := logCmdOK(t, "verify", "--db", db)
 	if !strings.Contains(verify, "events replay from") {
 		t.Errorf("log verify: %s", verify)
+	}
+}
+
+// On a terminal, a status line follows the stream and leaves the
+// terminal clean when the reply is done; the usage adds up.
+func TestRunProgressLine(t *testing.T) {
+	var buf bytes.Buffer
+	p := &progress{w: &buf, tty: true}
+	p.event(vocab.Event{Payload: vocab.TransitionPayload{Machine: "turn", From: "gating", To: "thinking"}})
+	p.event(vocab.Event{Payload: vocab.Input{Kind: vocab.InModelParts, Parts: []vocab.StreamPart{
+		{Kind: vocab.StreamThinking, Text: "hmm"}, {Kind: vocab.StreamText, Text: "héllo"}}}})
+	p.around(func() { buf.WriteString("LINE\n") })
+	p.event(vocab.Event{Payload: vocab.UsagePayload{Usage: vocab.Usage{InputTokens: 10, OutputTokens: 2}}})
+	p.event(vocab.Event{Payload: vocab.TransitionPayload{Machine: "turn", From: "thinking", To: "draining"}})
+	p.event(vocab.Event{Payload: vocab.UsagePayload{Usage: vocab.Usage{InputTokens: 5, CacheReadTokens: 4}}})
+	want := "\r\x1b[K  … waiting for the model, 0 chars" +
+		"\r\x1b[K  … writing, 8 chars" +
+		"\r\x1b[KLINE\n" + "\r\x1b[K  … writing, 8 chars" +
+		"\r\x1b[K"
+	if got := buf.String(); got != want {
+		t.Errorf("terminal output %q, want %q", got, want)
+	}
+	if u := p.total(); u != (vocab.Usage{InputTokens: 15, OutputTokens: 2, CacheReadTokens: 4}) {
+		t.Errorf("total usage %+v", u)
+	}
+	// Not a terminal: nothing but the timeline.
+	buf.Reset()
+	q := newProgress(&buf)
+	q.event(vocab.Event{Payload: vocab.TransitionPayload{Machine: "turn", From: "gating", To: "thinking"}})
+	if buf.Len() != 0 {
+		t.Errorf("a buffer got %q", buf.String())
 	}
 }

@@ -4,7 +4,9 @@
 //
 // It is built on the official SDK (github.com/openai/openai-go/v3) without
 // its environment defaults: [New] reads nothing from the environment but
-// [EnvAPIKey], and the SDK never retries (the turn machine owns retries,
+// the API key of a hosted API ([EnvAPIKey] for OpenAI's, the row's
+// ServerRow.KeyEnv for the others), and only when the base URL is that
+// API, so a key never goes to another server; the SDK never retries (the turn machine owns retries,
 // with the Retry-After this package reads). The SDK builds and sends the
 // request and reports HTTP errors; its SSE decoder reads the stream, whose
 // chunks this package decodes itself: the SDK's chunk type lacks the
