@@ -50,6 +50,10 @@ func (h History) Messages() []Message {
 func CloneMessage(m Message) Message { return cloneMessage(m) }
 
 func cloneMessage(m Message) Message {
+	if m.Response != nil {
+		r := *m.Response
+		m.Response = &r
+	}
 	if m.Parts != nil {
 		parts := make([]Part, len(m.Parts))
 		copy(parts, m.Parts)

@@ -76,6 +76,16 @@ type Message struct {
 	Key string `json:"key,omitempty"`
 	// BypassMaxSteps lets a notification start a step past the max-steps guard.
 	BypassMaxSteps bool `json:"bypassMaxSteps,omitempty"`
+	// Response says who wrote a model's reply, as its provider reported
+	// it (nil when the provider said nothing).
+	Response *Response `json:"response,omitempty"`
+}
+
+// Response names the provider, model and response id of a model's reply.
+type Response struct {
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	ID       string `json:"id,omitempty"`
 }
 
 // UserText returns a user message holding text.

@@ -61,6 +61,11 @@ const (
 	StreamToolCall StreamPartKind = "tool-call"
 	StreamUsage    StreamPartKind = "usage"
 	StreamFinish   StreamPartKind = "finish"
+	// StreamResponse names who answered: Provider (the adapter, with its
+	// server: "anthropic", "openai/deepseek"), Model (the model the
+	// provider says answered) and ResponseID (its id of the response).
+	// It may come anywhere; the reply's message keeps the last one.
+	StreamResponse StreamPartKind = "response"
 )
 
 // StreamPart is one piece of a streamed reply. Text and thinking arrive as
@@ -84,6 +89,9 @@ type StreamPart struct {
 	Provider  string         `json:"provider,omitempty"`
 	Signature string         `json:"signature,omitempty"`
 	Redacted  string         `json:"redacted,omitempty"`
+	// Model and ResponseID belong to a StreamResponse part.
+	Model      string `json:"model,omitempty"`
+	ResponseID string `json:"responseId,omitempty"`
 }
 
 // Provider streams model replies. A failed request yields a non-nil error,

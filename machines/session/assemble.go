@@ -63,6 +63,8 @@ func (a *Assembler) Add(p vocab.StreamPart) {
 		if p.Usage != nil {
 			a.usage = *p.Usage
 		}
+	case vocab.StreamResponse:
+		a.msg.Response = &vocab.Response{Provider: p.Provider, Model: p.Model, ID: p.ResponseID}
 	case vocab.StreamFinish:
 		a.finish = p.Finish
 	}

@@ -169,3 +169,32 @@ func contains[T comparable](s []T, v T) bool {
 	}
 	return false
 }
+
+// The reply keeps who wrote it: the provider's name, model and response
+// id, and the committed assistant message logs them.
+func TestReplyKeepsItsResponse(t *testing.T) {
+	r := newRig(t, session.Config{Session: "s1", Model: "m"})
+	m := submit(r, "p1", "hi")
+	r.step(vocab.Input{Kind: vocab.InModelParts, Work: m.ID, Parts: []vocab.StreamPart{
+		{Kind: vocab.StreamResponse, Provider: "anthropic", Model: "claude-x", ResponseID: "msg_1"},
+		{Kind: vocab.StreamText, Text: "hello"}}})
+	var a session.Assembler
+	a.Reset()
+	a.Add(vocab.StreamPart{Kind: vocab.StreamResponse, Provider: "anthropic", Model: "claude-x", ResponseID: "msg_1"})
+	a.Add(vocab.StreamPart{Kind: vocab.StreamText, Text: "hello"})
+	reply := a.Message()
+	r.step(vocab.Input{Kind: vocab.InModelDone, Work: m.ID, Reply: &reply, Finish: vocab.FinishStop})
+	want := &vocab.Response{Provider: "anthropic", Model: "claude-x", ID: "msg_1"}
+	found := false
+	for _, ev := range r.log {
+		if ev.Kind == vocab.EventAssistant {
+			found = true
+			if diff := cmp.Diff(want, ev.Payload.(vocab.MessagePayload).Message.Response); diff != "" {
+				t.Errorf("logged response (-want +got):\n%s", diff)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no assistant message logged")
+	}
+}

@@ -86,7 +86,7 @@ func FuzzStream(f *testing.F) {
 				if part.Usage == nil {
 					t.Fatal("usage part without usage")
 				}
-			case vocab.StreamText, vocab.StreamThinking:
+			case vocab.StreamText, vocab.StreamThinking, vocab.StreamResponse:
 			default:
 				t.Fatalf("part kind %q", part.Kind)
 			}

@@ -68,7 +68,9 @@ type event struct {
 	Type    string `json:"type"`
 	Index   int64  `json:"index"`
 	Message struct {
-		Usage usage `json:"usage"`
+		ID    string `json:"id"`
+		Model string `json:"model"`
+		Usage usage  `json:"usage"`
 	} `json:"message"`
 	ContentBlock struct {
 		Type      string          `json:"type"`
@@ -173,6 +175,9 @@ func streamError(resp *http.Response, data []byte) *sdk.Error {
 func (a *assembler) event(ev *event) {
 	switch ev.Type {
 	case "message_start":
+		if ev.Message.ID != "" || ev.Message.Model != "" {
+			a.emit(vocab.StreamPart{Kind: vocab.StreamResponse, Provider: providerName, Model: ev.Message.Model, ResponseID: ev.Message.ID})
+		}
 		u := &ev.Message.Usage
 		in, read, write := val(u.InputTokens), val(u.CacheReadInputTokens), val(u.CacheCreationInputTokens)
 		a.usage = vocab.Usage{

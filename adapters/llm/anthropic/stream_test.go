@@ -303,8 +303,8 @@ func TestBreakCloses(t *testing.T) {
 			break
 		}
 	}
-	if n != 2 {
-		t.Errorf("got %d parts before the break, want 2", n)
+	if n != 3 { // response, usage, the first thinking delta
+		t.Errorf("got %d parts before the break, want 3", n)
 	}
 }
 
@@ -473,5 +473,21 @@ func TestCancelStopsBuffered(t *testing.T) {
 	}
 	if texts != 1 || vocab.CodeOf(err) != vocab.CodeCancelled {
 		t.Errorf("%d text parts, error %v; want 1 and a cancellation", texts, err)
+	}
+}
+
+// TestResponsePart: the reply says who answered (message_start's model and
+// id) before anything else.
+func TestResponsePart(t *testing.T) {
+	keepResponse = true
+	defer func() { keepResponse = false }()
+	srv := wiretest.Serve(t, fixture("text.sse"))
+	parts, err := collect(t, newProvider(t, srv.URL), context.Background(), hello())
+	if err != nil || len(parts) == 0 {
+		t.Fatalf("parts %v, error %v", parts, err)
+	}
+	want := vocab.StreamPart{Kind: vocab.StreamResponse, Provider: "anthropic", Model: "claude-sonnet-4-5", ResponseID: "msg_01TextPlain"}
+	if diff := cmp.Diff(want, parts[0]); diff != "" {
+		t.Errorf("first part (-want +got):\n%s", diff)
 	}
 }

@@ -48,6 +48,8 @@ func Example() {
 		switch {
 		case err != nil:
 			fmt.Println("error:", err)
+		case part.Kind == vocab.StreamResponse:
+			fmt.Printf("response %s from %s (%s)\n", part.ResponseID, part.Model, part.Provider)
 		case part.Kind == vocab.StreamThinking && part.Provider != "":
 			fmt.Printf("thinking block closed by %s\n", part.Provider)
 		case part.Kind == vocab.StreamUsage:
@@ -59,6 +61,7 @@ func Example() {
 		}
 	}
 	// Output:
+	// response 4c3f0d1e from deepseek-reasoner (openai/deepseek)
 	// thinking: "9.11 has"
 	// thinking: " fewer tenths."
 	// thinking block closed by openai/deepseek

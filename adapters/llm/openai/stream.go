@@ -70,7 +70,7 @@ func (p *Provider) Stream(ctx context.Context, req vocab.Request) iter.Seq2[voca
 				// "error" member, or an event of type error): no status.
 				f := parseErrorBody(ev.Data)
 				f.Provider = p.name
-				yield(vocab.StreamPart{}, p.classify(f))
+				r.fail(p.classify(f))
 				return
 			}
 			if !r.chunk(&c) {
@@ -78,11 +78,11 @@ func (p *Provider) Stream(ctx context.Context, req vocab.Request) iter.Seq2[voca
 			}
 		}
 		if err := dec.Err(); err != nil {
-			yield(vocab.StreamPart{}, p.failure(ctx, err, nil))
+			r.fail(p.failure(ctx, err, nil))
 			return
 		}
 		if ctx.Err() != nil {
-			yield(vocab.StreamPart{}, p.cancelled(ctx))
+			r.fail(p.cancelled(ctx))
 			return
 		}
 		r.end()
@@ -98,6 +98,8 @@ var (
 // server row sends (the SDK's type lacks reasoning, reasoning_content and
 // usage inside a choice).
 type chunk struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
 	Choices []struct {
 		Index        int64      `json:"index"`
 		Delta        delta      `json:"delta"`
@@ -225,6 +227,8 @@ type reader struct {
 	finish   string
 	refused  bool
 	usage    *vocab.Usage
+	// told is set once the response's id and model were reported.
+	told bool
 }
 
 // callBuf is a tool call being assembled from its deltas.
@@ -236,6 +240,12 @@ type callBuf struct {
 
 // chunk takes one chunk; it returns false when the consumer stopped.
 func (r *reader) chunk(c *chunk) bool {
+	if !r.told && (c.ID != "" || c.Model != "") {
+		r.told = true
+		if !r.emit(vocab.StreamPart{Kind: vocab.StreamResponse, Provider: r.p.name, Model: c.Model, ResponseID: c.ID}) {
+			return false
+		}
+	}
 	if c.Usage != nil && c.Usage.ok {
 		r.readUsage(c.Usage)
 	}
@@ -332,6 +342,17 @@ func (r *reader) closeThinking() bool {
 	return r.emit(vocab.StreamPart{Kind: vocab.StreamThinking, Provider: r.p.name})
 }
 
+// fail ends a reply that broke off with err, after the usage the server
+// reported before it, if any: a failed request's tokens are spent too.
+func (r *reader) fail(err error) {
+	if r.usage != nil && !r.emit(vocab.StreamPart{Kind: vocab.StreamUsage, Usage: r.usage}) {
+		return
+	}
+	if !r.stopped {
+		r.yield(vocab.StreamPart{}, err)
+	}
+}
+
 // emit yields a part; false once the consumer stopped.
 func (r *reader) emit(part vocab.StreamPart) bool {
 	if r.stopped {
@@ -349,7 +370,7 @@ func (r *reader) emit(part vocab.StreamPart) bool {
 // cut off: a retryable transport error.
 func (r *reader) end() {
 	if r.finish == "" {
-		r.yield(vocab.StreamPart{}, &vocab.Error{Code: vocab.CodeTransport, Retryable: true,
+		r.fail(&vocab.Error{Code: vocab.CodeTransport, Retryable: true,
 			Message: r.p.name + ": the stream ended without a finish reason"})
 		return
 	}

@@ -267,6 +267,9 @@ func TestCancel(t *testing.T) {
 				err = e
 				break
 			}
+			if part.Kind == vocab.StreamResponse {
+				continue
+			}
 			got = append(got, renderPart(part))
 			cancel(cause)
 		}
@@ -457,5 +460,26 @@ func TestTemperatureZero(t *testing.T) {
 	}
 	if v, ok := body["temperature"]; !ok || v != 0.0 {
 		t.Errorf("temperature %v (sent: %t)", v, ok)
+	}
+}
+
+// TestResponsePart: the reply says who answered (the first chunk's model
+// and id), once, before anything else.
+func TestResponsePart(t *testing.T) {
+	keepResponse = true
+	defer func() { keepResponse = false }()
+	srv := wiretest.Serve(t, fixture("plain.sse"))
+	parts, err := collect(newProvider(t, srv.URL, "openai"), context.Background(), userRequest("hi"))
+	if err != nil || len(parts) == 0 {
+		t.Fatalf("parts %v, error %v", parts, err)
+	}
+	n := 0
+	for _, p := range parts {
+		if p.Kind == vocab.StreamResponse {
+			n++
+		}
+	}
+	if parts[0].Kind != vocab.StreamResponse || parts[0].Provider != "openai/openai" || parts[0].Model == "" || parts[0].ResponseID == "" || n != 1 {
+		t.Errorf("parts %+v: want one response part first, with model and id", parts)
 	}
 }
