@@ -110,7 +110,7 @@ var serviceOutcomes = map[string]serviceOutcome{
 
 	// pause_turn: the turn takes another step without new input; two
 	// requests.
-	"pause_turn.sse": {after: []string{plainFixture}, kind: vocab.PromptCompleted, steps: 1, usage: usageOf(120, 20)},
+	"pause_turn.sse": {after: []string{plainFixture}, kind: vocab.PromptCompleted, steps: 2, usage: usageOf(120, 20)},
 
 	// The output limit: sticky max-tokens; a cut-off call is not run.
 	"max_tokens.sse":      truncated(usageOf(40, 16)),
@@ -121,7 +121,7 @@ var serviceOutcomes = map[string]serviceOutcome{
 	"rate_limit_429_ms.sse":       retried(vocab.CodeRateLimited, 1500*time.Millisecond, vocab.Usage{}),
 	"rate_limit_429_fraction.sse": retried(vocab.CodeRateLimited, 250*time.Millisecond, vocab.Usage{}),
 	// A Retry-After date in 2099: capped.
-	"rate_limit_429_date.sse": retried(vocab.CodeRateLimited, wire.MaxRetryAfter-time.Minute, vocab.Usage{}),
+	"rate_limit_429_date.sse": retried(vocab.CodeRateLimited, wire.MaxRetryAfter, vocab.Usage{}),
 	"overloaded_529.sse":      retried(vocab.CodeRateLimited, firstBackoff, vocab.Usage{}),
 	"server_500.sse":          retried(vocab.CodeServer, firstBackoff, vocab.Usage{}),
 	"bad_gateway_502.sse":     retried(vocab.CodeServer, firstBackoff, vocab.Usage{}),
@@ -139,6 +139,7 @@ var serviceOutcomes = map[string]serviceOutcome{
 	"auth_401.sse":              fails(vocab.CodeAuth, vocab.Usage{}),
 	"permission_403.sse":        fails(vocab.CodeAuth, vocab.Usage{}),
 	"not_found_404.sse":         fails(vocab.CodeModelNotFound, vocab.Usage{}),
+	"billing_402.sse":           fails(vocab.CodeQuotaExhausted, vocab.Usage{}),
 	"credit_balance_400.sse":    fails(vocab.CodeQuotaExhausted, vocab.Usage{}),
 	"invalid_request_400.sse":   fails(vocab.CodeRequestRejected, vocab.Usage{}),
 	"prompt_too_long_400.sse":   fails(vocab.CodeContextOverflow, vocab.Usage{}),
