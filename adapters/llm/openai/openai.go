@@ -51,6 +51,12 @@ type Options struct {
 	// (api.deepseek.com → deepseek, api.moonshot.ai or .cn → moonshot,
 	// api.mistral.ai → mistral, port 11434 → ollama, else openai).
 	Server string
+	// FlattenSchemas rewrites every tool's JSON Schema with
+	// tools.FlattenSchema before it is sent: local $refs inlined, type
+	// arrays turned into anyOf. For servers whose constrained decoding
+	// or strict mode rejects references; a schema it cannot flatten (a
+	// recursive $ref) fails the request with input.bad.
+	FlattenSchemas bool
 	// HTTPClient makes the requests; http.DefaultClient when nil. Its
 	// Timeout, if any, bounds the whole reply, streaming included; the
 	// session's stream watchdog is the better guard.
@@ -67,6 +73,7 @@ type Provider struct {
 	max     int
 	temp    *float64
 	secrets []string
+	flatten bool
 }
 
 var _ vocab.Provider = (*Provider)(nil)
@@ -133,7 +140,7 @@ func New(o Options) (*Provider, error) {
 	if key != "" {
 		opts = append(opts, option.WithAPIKey(key))
 	}
-	p := &Provider{row: row, name: "openai/" + row.Name, model: o.Model, max: o.MaxTokens, secrets: []string{key}}
+	p := &Provider{row: row, name: "openai/" + row.Name, model: o.Model, max: o.MaxTokens, secrets: []string{key}, flatten: o.FlattenSchemas}
 	for k, vs := range o.Headers {
 		for i, v := range vs {
 			if i == 0 {

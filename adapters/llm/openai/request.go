@@ -1,6 +1,8 @@
 package openai
 
 import (
+	"github.com/loopchart/loopchart/adapters/tools"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -49,7 +51,15 @@ func (p *Provider) params(req vocab.Request) (sdk.ChatCompletionNewParams, error
 		}
 	}
 	for _, spec := range req.Tools {
-		schema, err := toolSchema(spec.Schema)
+		raw := spec.Schema
+		if p.flatten {
+			flat, err := tools.FlattenSchema(raw)
+			if err != nil {
+				return out, vocab.Errorf(vocab.CodeBadInput, "%s: tool %q: %v", p.name, spec.Name, err)
+			}
+			raw = flat
+		}
+		schema, err := toolSchema(raw)
 		if err != nil {
 			return out, vocab.Errorf(vocab.CodeBadInput, "%s: tool %q: %v", p.name, spec.Name, err)
 		}

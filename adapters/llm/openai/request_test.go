@@ -330,3 +330,39 @@ func newErrorServer(t *testing.T, status int, body string) string {
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// TestFlattenSchemas: with FlattenSchemas, a tool's $refs are inlined
+// and its type arrays become anyOf before the request is sent; a schema
+// that cannot be flattened fails the request before it is sent.
+func TestFlattenSchemas(t *testing.T) {
+	srv := wiretest.Serve(t, fixture("plain.sse"))
+	p := newProvider(t, srv.URL, "llamacpp", func(o *openai.Options) { o.FlattenSchemas = true })
+	req := userRequest("hi")
+	req.Tools = []vocab.ToolSpec{{Name: "find", Schema: json.RawMessage(
+		`{"type":"object","properties":{"where":{"$ref":"#/$defs/place"},"n":{"type":["integer","null"]}},"$defs":{"place":{"type":"string"}}}`)}}
+	if _, err := collect(p, context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Tools []struct {
+			Function struct {
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(srv.Requests()[0].Body, &body); err != nil || len(body.Tools) != 1 {
+		t.Fatalf("body %s: %v", srv.Requests()[0].Body, err)
+	}
+	got := wiretest.Canonical(t, body.Tools[0].Function.Parameters)
+	want := wiretest.Canonical(t, []byte(`{"type":"object","properties":{"where":{"type":"string"},"n":{"anyOf":[{"type":"integer"},{"type":"null"}]}}}`))
+	if got != want {
+		t.Errorf("parameters:\n%s\nwant:\n%s", got, want)
+	}
+
+	req.Tools[0].Schema = json.RawMessage(`{"$ref":"#"}`)
+	bad := wiretest.Serve(t) // a request would fail the test
+	_, err := collect(newProvider(t, bad.URL, "llamacpp", func(o *openai.Options) { o.FlattenSchemas = true }), context.Background(), req)
+	if vocab.CodeOf(err) != vocab.CodeBadInput || !strings.Contains(err.Error(), `"find"`) {
+		t.Errorf("recursive schema: %v", err)
+	}
+}
