@@ -98,7 +98,7 @@ func BenchmarkStream(b *testing.B) {
 		events      int // SSE events (chunks and [DONE])
 		chunkEvents int // events that are chunks
 	}{
-		{"text500", textStream(500), 503, 504, 503}, // response, 500 deltas, usage, finish
+		{"text500", textStream(500), 503, 504, 503},             // response, 500 deltas, usage, finish
 		{"tools4x50", toolStream(4, 50), 7, 4*53 + 3, 4*53 + 2}, // response, 4 calls, usage, finish
 	}
 	for _, s := range streams {
