@@ -10,6 +10,7 @@
 //	loopchart log export [--db FILE] [--session ID]     print events as JSON lines
 //	loopchart diagram [--format dot|mermaid] <machine>  print a machine's diagram
 //	loopchart diagram --write DIR                       write every diagram into DIR
+//	loopchart inspect [--db FILE] [--addr 127.0.0.1:7777]  browse the log's sessions: diagrams, timeline, live
 //
 // The demo logs its session to a SQLite file, loopchart.db in the working
 // directory unless --db names another one, and says so on stderr ("log:
@@ -24,7 +25,7 @@
 // prompt too. A demo that ends normally closes its session, which can then
 // no longer be resumed.
 //
-// The log commands only read: they never create a database. Without
+// The log commands and inspect only read: they never create a database. Without
 // --session they show the most recently updated session (export and
 // verify: every session). `loopchart log export` is the safe way to copy a
 // log (never copy the database file alone: its last commits may still be
@@ -69,6 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = logCmd(ctx, args[1:], stdout)
 	case "diagram":
 		err = diagramCmd(args[1:], stdout)
+	case "inspect":
+		err = inspectCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -137,8 +140,14 @@ commands:
         print the diagram of agent, turn or tool
   diagram --write DIR
         write every diagram into DIR
+  inspect [--db FILE] [--addr 127.0.0.1:7777]
+        serve the session inspector on the address (printed on stdout)
+        until Ctrl-C: the sessions of the log, each with its machines'
+        diagrams as of any event, its timeline, and new events live while
+        another process writes the log. It only reads the log, and only
+        answers requests for localhost, 127.0.0.1 or [::1].
 
 --db defaults to loopchart.db in the working directory; the log commands
-never create it.
+never create it, nor does inspect.
 `)
 }
