@@ -372,7 +372,12 @@
     follow.addEventListener('change', () => {
       if (!follow.checked) return;
       st.selected = 0;
-      history.replaceState(null, '', location.pathname + location.search);
+      // Following the head: the link no longer names an event (neither
+      // #seq=N nor ?at=N), so a reload or a shared link follows too.
+      const u = new URL(location.href);
+      u.searchParams.delete('at');
+      u.hash = '';
+      history.replaceState(null, '', u.pathname + u.search);
       markSelected();
       loadStates(0);
       loadPage(latest()).catch(() => {});
