@@ -386,8 +386,8 @@ func (tb *tab) listen(ev any) {
 			p += " " + string(a.Value) + a.Description
 		}
 	case *log.EventEntryAdded:
-		if ev.Entry.Level != log.EntryLevelError || strings.HasSuffix(ev.Entry.URL, "/favicon.ico") {
-			return // the inspector serves no icon: the browser's request for one fails
+		if ev.Entry.Level != log.EntryLevelError {
+			return
 		}
 		p = fmt.Sprintf("%s error: %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL)
 	default:

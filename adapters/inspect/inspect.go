@@ -176,6 +176,8 @@ func (h *Handler) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /{$}", h.listPage)
 	m.HandleFunc("GET /s/{id}", h.sessionPage)
+	// No icon: say so without an error (browsers ask for one at the root).
+	m.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(staticOnly{static})))
 	m.HandleFunc("GET /diagrams/{file}", h.diagram)
 	m.HandleFunc("GET /api/sessions", h.apiSessions)
