@@ -992,6 +992,8 @@ func testFollowDropsTheEvent(t *testing.T, b *browser, site *demoSite) {
 	tb := b.tab(t)
 	tb.open(fmt.Sprintf("%s/s/%s?at=30", site.url, demoID))
 	tb.waitSelected(30)
+	// The demo's session was closed: the page says so, not "live".
+	tb.waitView("the session shown closed", func(v pageView) bool { return strings.HasPrefix(v.Live, "closed") })
 	tb.do("follow the head", chromedp.Click(chromedp.CSS("#follow")))
 	tb.waitView("the URL without the event", func(pageView) bool {
 		u := run(tb, "read the URL", chromedp.Evaluate[string]("location.search + location.hash"))

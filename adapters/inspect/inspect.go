@@ -528,9 +528,14 @@ func (h *Handler) apiSession(w http.ResponseWriter, r *http.Request) {
 		}
 		ms = append(ms, v)
 	}
+	closes, err := h.db.Events(r.Context(), id, sqlite.EventQuery{KindPrefixes: []string{string(closeKind)}, Limit: 1})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": string(info.Session), "head": info.Head, "status": info.Status, "claimed": info.Claim.Run != "",
-		"created": info.Created, "updated": info.Updated, "machines": ms,
+		"closed": len(closes.Records) > 0, "created": info.Created, "updated": info.Updated, "machines": ms,
 	})
 }
 

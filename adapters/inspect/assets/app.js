@@ -409,9 +409,19 @@
 
     // Live: new events arrive over server-sent events; the event's seq is
     // the message id, so a reconnection resumes after the last one seen.
+    // A closed session writes nothing more that matters: say so rather
+    // than "live" (the stream stays open for the stragglers of a close).
+    let closed = false;
+    const liveText = () => (closed ? 'closed · ' : 'live · ') + st.head + ' events';
+    getJSON(new URL('../api/sessions/' + encodeURIComponent(id), document.baseURI)).then((s) => {
+      if (s && s.closed) {
+        closed = true;
+        live.textContent = liveText();
+      }
+    }).catch(() => {});
     const stream = () => {
       const es = new EventSource(url('stream', { from: st.head + 1 }));
-      es.onopen = () => { live.textContent = 'live'; };
+      es.onopen = () => { live.textContent = closed ? liveText() : 'live'; };
       es.onerror = () => { live.textContent = 'reconnecting…'; };
       es.addEventListener('failure', (ev) => {
         let msg = 'stream failed';
@@ -422,7 +432,8 @@
       es.onmessage = (ev) => {
         const r = JSON.parse(ev.data);
         st.head = Math.max(st.head, r.seq);
-        live.textContent = 'live · ' + st.head + ' events';
+        if (r.kind === 'input/close') closed = true;
+        live.textContent = liveText();
         if (!st.moreAfter && matches(r) && r.seq > st.last) {
           rowsEl.append(rowEl(r));
           st.last = r.seq;
