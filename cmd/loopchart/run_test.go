@@ -295,3 +295,53 @@ func TestRunProgressLine(t *testing.T) {
 		t.Errorf("a buffer got %q", buf.String())
 	}
 }
+
+// The same task over the Anthropic wire: signed thinking, text and a
+// call, then an edit, then the answer. The thinking goes back signed in
+// the next request; the usage adds up with the cache.
+func TestRunAnthropic(t *testing.T) {
+	srv := serveFixtures(t, "a1-read.sse", "a2-edit.sse", "a3-done.sse")
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("status: draft\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	db := tempDB(t)
+	code, out, errOut := runCmd(t, "run", "--provider", "anthropic", "--model", "claude-test", "--base-url", srv.URL,
+		"--workspace", ws, "--db", db, "Make notes.txt say final.")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if got, err := os.ReadFile(filepath.Join(ws, "notes.txt")); err != nil || string(got) != "status: final\n" {
+		t.Fatalf("notes.txt = %q, %v; want the edit", got, err)
+	}
+	inOrder(t, out,
+		"usage: 500 in, 40 out",
+		"assistant: Reading it.",
+		`call toolu_read read_file({"path": "notes.txt"})`,
+		"result toolu_read:",
+		"usage: 600 in (500 from cache), 30 out",
+		"result toolu_edit:",
+		"assistant: Done: notes.txt says final.",
+		"result: completed",
+		"usage: 1750 tokens in (1100 from cache), 79 out")
+	reqs := srv.requests(t)
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests, want 3", len(reqs))
+	}
+	// The second request sends the signed thinking back, first in the
+	// assistant message, and the result as a tool_result.
+	msgs := reqs[1]["messages"].([]any)
+	asst := msgs[1].(map[string]any)["content"].([]any)
+	first := asst[0].(map[string]any)
+	if first["type"] != "thinking" || first["signature"] != "sig-run-1" {
+		t.Errorf("the assistant message of request 2 starts with %v, want the signed thinking", first)
+	}
+	res := msgs[2].(map[string]any)["content"].([]any)[0].(map[string]any)
+	if res["type"] != "tool_result" || res["tool_use_id"] != "toolu_read" {
+		t.Errorf("request 2's user message starts with %v, want the tool result", res)
+	}
+	if verify := logCmdOK(t, "verify", "--db", db); !strings.Contains(verify, "events replay from") {
+		t.Errorf("log verify: %s", verify)
+	}
+}
