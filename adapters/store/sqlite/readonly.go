@@ -159,21 +159,7 @@ func (r *ReadOnly) openErr(err error) error {
 
 // loadErr types an error of reading like Store.loadErr.
 func (r *ReadOnly) loadErr(ctx context.Context, op string, session vocab.ID, err error) error {
-	if err == nil {
-		return nil
-	}
-	var ve *vocab.Error
-	switch {
-	case errors.As(err, &ve), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case ctx.Err() != nil:
-		return fmt.Errorf("sqlite store: %s: %w", op, context.Cause(ctx))
-	case errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "database is closed"):
-		return closedErr(op)
-	case session == "":
-		return vocab.Errorf(vocab.CodeLoadFailed, "sqlite store: %s %s: %w", op, r.path, err)
-	}
-	return vocab.Errorf(vocab.CodeLoadFailed, "sqlite store: %s: session %s in %s: %w", op, session, r.path, err)
+	return loadErr(ctx, op, r.path, session, err, func() bool { return false })
 }
 
 // Path is the absolute path of the database file.

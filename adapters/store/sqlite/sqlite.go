@@ -522,6 +522,17 @@ func (s *Store) openErr(err error) error {
 // the end of ctx stays a context error, a closed store is CodeClosed,
 // anything else is ErrLoad naming the session and the file.
 func (s *Store) loadErr(ctx context.Context, op string, session vocab.ID, err error) error {
+	return loadErr(ctx, op, s.path, session, err, func() bool {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return s.closed
+	})
+}
+
+// loadErr types an error of reading session of the file at path (see
+// Store.loadErr); closed reports whether the store was closed, and a
+// driver error that says the database is closed counts as closed too.
+func loadErr(ctx context.Context, op, path string, session vocab.ID, err error, closed func() bool) error {
 	if err == nil {
 		return nil
 	}
@@ -531,17 +542,12 @@ func (s *Store) loadErr(ctx context.Context, op string, session vocab.ID, err er
 		return err
 	case ctx.Err() != nil:
 		return fmt.Errorf("sqlite store: %s: %w", op, context.Cause(ctx))
-	}
-	s.mu.RLock()
-	closed := s.closed
-	s.mu.RUnlock()
-	if closed {
+	case closed() || errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "database is closed"):
 		return closedErr(op)
+	case session == "":
+		return vocab.Errorf(vocab.CodeLoadFailed, "sqlite store: %s %s: %w", op, path, err)
 	}
-	if session == "" {
-		return vocab.Errorf(vocab.CodeLoadFailed, "sqlite store: %s %s: %w", op, s.path, err)
-	}
-	return vocab.Errorf(vocab.CodeLoadFailed, "sqlite store: %s: session %s in %s: %w", op, session, s.path, err)
+	return vocab.Errorf(vocab.CodeLoadFailed, "sqlite store: %s: session %s in %s: %w", op, session, path, err)
 }
 
 // validHolder reports whether h has the form of a holder id: 32 lower-case
