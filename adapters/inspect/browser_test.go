@@ -82,6 +82,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("Live", func(t *testing.T) { testLive(t, b) })
 	t.Run("ScriptAsText", func(t *testing.T) { testScriptAsText(t, b, site) })
 	t.Run("FollowDropsTheEvent", func(t *testing.T) { testFollowDropsTheEvent(t, b, site) })
+	t.Run("Zoom", func(t *testing.T) { testZoom(t, b, site) })
 }
 
 // ---- the sessions ----
@@ -999,4 +1000,28 @@ func testFollowDropsTheEvent(t *testing.T, b *browser, site *demoSite) {
 		u := run(tb, "read the URL", chromedp.Evaluate[string]("location.search + location.hash"))
 		return u == ""
 	})
+}
+
+// testZoom: a click on a diagram shows it at its natural size (wider
+// than its box, so it scrolls, the lit state in view); another click
+// fits it again.
+func testZoom(t *testing.T, b *browser, site *demoSite) {
+	tb := b.tab(t)
+	tb.open(fmt.Sprintf("%s/s/%s#seq=30", site.url, demoID))
+	tb.waitSelected(30)
+	const measure = `(() => { const d = document.getElementById('diagram-agent');
+		return [d.scrollWidth, d.clientWidth, d.classList.contains('zoomed') ? 1 : 0]; })()`
+	fitted := run(tb, "measure", chromedp.Evaluate[[]int](measure))
+	if fitted[2] != 0 || fitted[0] > fitted[1]+1 {
+		t.Fatalf("before a click the agent diagram is %v (scroll width, width, zoomed), want it fitted", fitted)
+	}
+	tb.do("zoom", chromedp.Click(chromedp.CSS("#diagram-agent")))
+	zoomed := run(tb, "measure", chromedp.Evaluate[[]int](measure))
+	if zoomed[2] != 1 || zoomed[0] <= zoomed[1] {
+		t.Errorf("after a click the agent diagram is %v, want it zoomed past its box", zoomed)
+	}
+	tb.do("fit", chromedp.Click(chromedp.CSS("#diagram-agent")))
+	if again := run(tb, "measure", chromedp.Evaluate[[]int](measure)); again[2] != 0 || again[0] > again[1]+1 {
+		t.Errorf("after a second click the agent diagram is %v, want it fitted", again)
+	}
 }

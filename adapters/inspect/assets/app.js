@@ -123,6 +123,16 @@
     const position = document.getElementById('position');
     const live = document.getElementById('live');
     const follow = document.getElementById('follow');
+    // A click on a diagram shows it at its natural size (scrolled to the
+    // lit state); another click fits it again.
+    for (const d of document.querySelectorAll('.diagram')) {
+      d.title = 'click to zoom';
+      d.addEventListener('click', () => {
+        d.classList.toggle('zoomed');
+        const cur = d.querySelector('g.state.current.leaf');
+        if (cur && d.classList.contains('zoomed')) cur.scrollIntoView({ block: 'center', inline: 'center' });
+      });
+    }
     const callsEl = document.getElementById('calls');
     const turnInput = document.getElementById('filter-turn');
     const kindInput = document.getElementById('filter-kind');
