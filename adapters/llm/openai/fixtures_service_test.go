@@ -3,7 +3,6 @@ package openai_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -237,84 +236,19 @@ func checkThroughService(t *testing.T, name string, want serviceOutcome) {
 
 	res := s.prompt(t, "hello")
 
-	// The result.
-	if res.Kind != want.kind || res.Steps != want.steps || res.Truncated != want.truncated || res.StopReason != "" {
-		t.Errorf("result %s, want %s{steps=%d truncated=%t}", res, want.kind, want.steps, want.truncated)
-	}
-	switch {
-	case want.fail != "":
-		if res.Err == nil || res.Err.Code != want.fail || !errors.Is(res.Err, want.fail.Err()) {
-			t.Errorf("result %s, want failed with %s", res, want.fail)
-		}
-		if res.Err != nil && strings.Contains(res.Err.Error(), testKey) {
-			t.Errorf("the error shows the API key: %v", res.Err)
-		}
-	case res.Err != nil:
-		t.Errorf("result %s has an error", res)
-	}
-
-	// Nothing re-sent silently, nothing left unsent.
-	if n := len(s.srv.Requests()); n != len(seq) {
-		t.Errorf("%d requests, want %d (%s)", n, len(seq), strings.Join(seq, ", "))
-	}
-
-	events := s.log.Events()
-	var retries []vocab.RetryPayload
-	var usages []vocab.Usage
-	var results []vocab.Code
-	for _, ev := range events {
-		switch p := ev.Payload.(type) {
-		case vocab.RetryPayload:
-			retries = append(retries, p)
-		case vocab.UsagePayload:
-			if ev.Kind == vocab.EventUsage && p.Usage != (vocab.Usage{}) {
-				usages = append(usages, p.Usage)
-			}
-		case vocab.ToolPayload:
-			if ev.Kind == vocab.EventToolResult && p.Result != nil {
-				code := p.Result.Code
-				if !p.Result.IsError {
-					code = ran
-				}
-				results = append(results, code)
-			}
-		}
-	}
-
-	// The retry, and its wait on the clock.
-	if want.retry == "" {
-		if len(retries) != 0 {
-			t.Errorf("retries %+v, want none", retries)
-		}
-	} else if len(retries) != 1 || retries[0].Code != want.retry || retries[0].Delay != want.delay ||
-		retries[0].FailedAttempt != 1 || retries[0].NextAttempt != 2 {
-		t.Errorf("retries %+v, want one of %s after %s", retries, want.retry, want.delay)
-	}
-	if waited := s.clk.Now().Sub(start); waited != want.delay {
-		t.Errorf("the clock moved %s, want %s", waited, want.delay)
-	}
-
 	// Usage: a usage event for each request that reported some (the
 	// fixture's first), none counted twice.
-	var wantUsages []vocab.Usage
+	var usages []vocab.Usage
 	if want.usage != (vocab.Usage{}) {
-		wantUsages = append(wantUsages, want.usage)
+		usages = append(usages, want.usage)
 	}
 	for _, f := range want.after {
 		if f == plainFixture {
-			wantUsages = append(wantUsages, plainUsage)
+			usages = append(usages, plainUsage)
 		}
 	}
-	if want.usage != (vocab.Usage{}) && !slices.Contains(usages, want.usage) {
-		t.Errorf("no usage event of %+v; usage events %+v", want.usage, usages)
-	}
-	if !slices.Equal(usages, wantUsages) {
-		t.Errorf("usage events %+v, want %+v", usages, wantUsages)
-	}
-
-	// The fixture's tool calls: run, or answered with the error the
-	// machine gives.
-	if !slices.Equal(results, want.results) {
-		t.Errorf("tool result codes %q, want %q", results, want.results)
-	}
+	wiretest.Check(t, wiretest.Run{Result: res, Events: s.log.Events(), Requests: len(s.srv.Requests()), Sent: seq,
+		Waited: s.clk.Now().Sub(start), Key: testKey},
+		wiretest.Outcome{Kind: want.kind, Steps: want.steps, Truncated: want.truncated, Fail: want.fail,
+			Retry: want.retry, Delay: want.delay, Usages: usages, Results: want.results})
 }
