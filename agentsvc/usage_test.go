@@ -79,3 +79,69 @@ func hasText(parts []vocab.StreamPart) bool {
 	}
 	return false
 }
+
+// endUsageProvider answers with text-less replies whose usage comes at
+// their end, as most providers report it.
+type endUsageProvider struct{}
+
+func (endUsageProvider) Stream(_ context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+	return func(yield func(vocab.StreamPart, error) bool) {
+		u := &vocab.Usage{InputTokens: 10, OutputTokens: 2}
+		if len(req.Messages) == 1 {
+			_ = yield(vocab.StreamPart{Kind: vocab.StreamToolCall, Call: &vocab.ToolCall{ID: "c1", Name: "missing", Args: []byte(`{}`)}}, nil) &&
+				yield(vocab.StreamPart{Kind: vocab.StreamUsage, Usage: u}, nil) &&
+				yield(vocab.StreamPart{Kind: vocab.StreamFinish, Finish: vocab.FinishToolCalls}, nil)
+			return
+		}
+		_ = yield(vocab.StreamPart{Kind: vocab.StreamUsage, Usage: u}, nil) &&
+			yield(vocab.StreamPart{Kind: vocab.StreamText, Text: "done"}, nil) &&
+			yield(vocab.StreamPart{Kind: vocab.StreamFinish, Finish: vocab.FinishStop}, nil)
+	}
+}
+
+// A usage report at the end of a reply comes with the reply: it costs no
+// input of its own (a step whose reply has no text streams nothing live),
+// and one at the start streams live, with the text after it.
+func TestUsageAtTheEndCostsNoInput(t *testing.T) {
+	sink := eventlog.NewMemory()
+	svc, err := agentsvc.New(agentsvc.Options{Provider: endUsageProvider{}, Sink: sink, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(context.Background())
+	p, err := svc.SubmitText("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Wait(ctx5(t)); err != nil || res.Kind != vocab.PromptCompleted {
+		t.Fatalf("prompt: %s, %v", res, err)
+	}
+	var live [][]vocab.StreamPartKind
+	usages := 0
+	for _, ev := range sink.Events() {
+		switch pl := ev.Payload.(type) {
+		case vocab.Input:
+			if pl.Kind == vocab.InModelParts {
+				var kinds []vocab.StreamPartKind
+				for _, part := range pl.Parts {
+					kinds = append(kinds, part.Kind)
+				}
+				live = append(live, kinds)
+			}
+		case vocab.UsagePayload:
+			usages++
+		}
+	}
+	// Step 1 (a call, usage at the end): nothing live. Step 2 (usage
+	// first, then text): one input, usage and text merged or in turn.
+	var flat []vocab.StreamPartKind
+	for _, k := range live {
+		flat = append(flat, k...)
+	}
+	if len(flat) != 2 || flat[0] != vocab.StreamUsage || flat[1] != vocab.StreamText {
+		t.Errorf("live parts %v, want the second reply's usage then its text", live)
+	}
+	if usages != 2 {
+		t.Errorf("%d usage events, want one per reply", usages)
+	}
+}

@@ -72,6 +72,9 @@ type modelRun struct {
 	s    *stream // made on the first live delta
 	last time.Time
 	fail error
+	// content is set once the reply's first text, thinking or tool call
+	// arrived: a usage report after it is the reply's end, not its start.
+	content bool
 	// w watches this request's stream (nil: Options.NoStreamWatchdog);
 	// dog is the watchdog the run state keeps for its next request.
 	w, dog *watchdog
@@ -107,9 +110,12 @@ func (r *modelRun) stream() {
 		// report at the end comes with the reply, costing no input.
 		switch part.Kind {
 		case vocab.StreamText, vocab.StreamThinking:
+			r.content = true
 			r.live(part)
+		case vocab.StreamToolCall:
+			r.content = true
 		case vocab.StreamUsage:
-			if r.s == nil || r.s.pending() {
+			if !r.content || r.s != nil && r.s.pending() {
 				r.live(part)
 			}
 		}
