@@ -9,12 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loopchart/loopchart/adapters/clock"
-	"github.com/loopchart/loopchart/adapters/eventlog"
 	"github.com/loopchart/loopchart/adapters/llm/internal/wire"
 	"github.com/loopchart/loopchart/adapters/llm/internal/wiretest"
 	"github.com/loopchart/loopchart/adapters/tools"
-	"github.com/loopchart/loopchart/agentsvc"
 	"github.com/loopchart/loopchart/machines/turn"
 	"github.com/loopchart/loopchart/vocab"
 )
@@ -203,40 +200,7 @@ func TestEveryFixtureThroughTheService(t *testing.T) {
 
 func checkThroughService(t *testing.T, name string, want serviceOutcome) {
 	seq := append([]string{name}, want.after...)
-	paths := make([]string, len(seq))
-	for i, f := range seq {
-		paths[i] = fixture(f)
-	}
-	log := eventlog.NewMemory()
-	s := &session{srv: wiretest.Serve(t, paths...), clk: clock.NewFake(epoch)}
-	svc, err := agentsvc.New(agentsvc.Options{
-		Provider: newProvider(t, s.srv.URL), Model: testModel, Tools: fixtureTools(),
-		Clock: s.clk, IDs: &vocab.SeqSource{}, Sink: log, Jitter: func() float64 { return 0 },
-		// Only the retry timer may sit on the clock.
-		NoStreamWatchdog: true, NoRunTimeout: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.svc = svc
-	// Move the clock to each retry wait as it is armed.
-	ctx, cancel := context.WithCancel(context.Background())
-	moved := make(chan struct{})
-	go func() {
-		defer close(moved)
-		for s.clk.WaitForDue(ctx, time.Hour) == nil {
-			s.clk.AdvanceToNextWithin(time.Hour)
-		}
-	}()
-	t.Cleanup(func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer ccancel()
-		if err := svc.Close(cctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-		cancel()
-		<-moved
-	})
+	s := newSessionWith(t, fixtureTools(), seq...)
 
 	res := s.prompt(t, "hi")
 
@@ -251,7 +215,7 @@ func checkThroughService(t *testing.T, name string, want serviceOutcome) {
 			usages = append(usages, plainUsage)
 		}
 	}
-	wiretest.Check(t, wiretest.Run{Result: res, Events: log.Events(), Requests: len(s.srv.Requests()), Sent: seq,
+	wiretest.Check(t, wiretest.Run{Result: res, Events: s.log.Events(), Requests: len(s.srv.Requests()), Sent: seq,
 		Waited: s.clk.Now().Sub(epoch), Key: testKey},
 		wiretest.Outcome{Kind: want.kind, Steps: want.steps, Truncated: want.truncated, Fail: want.fail,
 			Retry: want.retry, Delay: want.delay, Usages: usages, Results: want.results})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loopchart/loopchart/adapters/clock"
+	"github.com/loopchart/loopchart/adapters/eventlog"
 	"github.com/loopchart/loopchart/adapters/llm/internal/wiretest"
 	"github.com/loopchart/loopchart/adapters/tools"
 	"github.com/loopchart/loopchart/agentsvc"
@@ -32,19 +33,26 @@ type session struct {
 	svc *agentsvc.Service
 	srv *wiretest.Server
 	clk *clock.Fake
+	log *eventlog.Memory
 }
 
 func newSession(t *testing.T, files ...string) *session {
+	t.Helper()
+	return newSessionWith(t, []vocab.Tool{echoTool()}, files...)
+}
+
+// newSessionWith is newSession with tools ts.
+func newSessionWith(t *testing.T, ts []vocab.Tool, files ...string) *session {
 	t.Helper()
 	paths := make([]string, len(files))
 	for i, f := range files {
 		paths[i] = fixture(f)
 	}
-	s := &session{srv: wiretest.Serve(t, paths...), clk: clock.NewFake(epoch)}
+	s := &session{srv: wiretest.Serve(t, paths...), clk: clock.NewFake(epoch), log: eventlog.NewMemory()}
 	p := newProvider(t, s.srv.URL)
 	svc, err := agentsvc.New(agentsvc.Options{
-		Provider: p, Model: testModel, Tools: []vocab.Tool{echoTool()},
-		Clock: s.clk, IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 },
+		Provider: p, Model: testModel, Tools: ts,
+		Clock: s.clk, IDs: &vocab.SeqSource{}, Sink: s.log, Jitter: func() float64 { return 0 },
 		NoStreamWatchdog: true, NoRunTimeout: true,
 	})
 	if err != nil {

@@ -9,11 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loopchart/loopchart/adapters/clock"
-	"github.com/loopchart/loopchart/adapters/eventlog"
 	"github.com/loopchart/loopchart/adapters/llm/internal/wiretest"
 	"github.com/loopchart/loopchart/adapters/tools"
-	"github.com/loopchart/loopchart/agentsvc"
 	"github.com/loopchart/loopchart/machines/turn"
 	"github.com/loopchart/loopchart/vocab"
 )
@@ -206,33 +203,11 @@ func TestEveryFixtureThroughTheService(t *testing.T) {
 
 func checkThroughService(t *testing.T, name string, want serviceOutcome) {
 	seq := append([]string{name}, want.after...)
-	paths := make([]string, len(seq))
-	for i, f := range seq {
-		paths[i] = fixture(f)
-	}
 	server := want.server
 	if server == "" {
 		server = "openai"
 	}
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := &session{srv: wiretest.Serve(t, paths...), log: eventlog.NewMemory(), clk: clock.NewFake(start)}
-	svc, err := agentsvc.New(agentsvc.Options{
-		Provider: newProvider(t, s.srv.URL, server), Model: "gpt-4o-mini", Tools: fixtureTools(),
-		Clock: s.clk, IDs: &vocab.SeqSource{}, Sink: s.log, Jitter: func() float64 { return 0 },
-		// Only the retry timer may sit on the clock.
-		NoStreamWatchdog: true, NoRunTimeout: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.svc = svc
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := svc.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	s := newSessionOn(t, server, fixtureTools(), seq...)
 
 	res := s.prompt(t, "hello")
 
@@ -248,7 +223,7 @@ func checkThroughService(t *testing.T, name string, want serviceOutcome) {
 		}
 	}
 	wiretest.Check(t, wiretest.Run{Result: res, Events: s.log.Events(), Requests: len(s.srv.Requests()), Sent: seq,
-		Waited: s.clk.Now().Sub(start), Key: testKey},
+		Waited: s.clk.Now().Sub(sessionStart), Key: testKey},
 		wiretest.Outcome{Kind: want.kind, Steps: want.steps, Truncated: want.truncated, Fail: want.fail,
 			Retry: want.retry, Delay: want.delay, Usages: usages, Results: want.results})
 }

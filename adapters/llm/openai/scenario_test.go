@@ -26,19 +26,27 @@ type session struct {
 
 func newSession(t *testing.T, files ...string) *session {
 	t.Helper()
-	paths := make([]string, len(files))
-	for i, f := range files {
-		paths[i] = fixture(f)
-	}
-	s := &session{srv: wiretest.Serve(t, paths...), log: eventlog.NewMemory(),
-		clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 	type echoArgs struct {
 		Text string `json:"text"`
 	}
 	echo := tools.MustTypedText(vocab.ToolSpec{Name: "echo", Description: "Echo the text.", NoAccess: true},
 		func(_ context.Context, a echoArgs) (string, error) { return "echo: " + a.Text, nil })
+	return newSessionOn(t, "openai", []vocab.Tool{echo}, files...)
+}
+
+// sessionStart is when every session's fake clock starts.
+var sessionStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// newSessionOn is newSession on a row of the server table, with tools.
+func newSessionOn(t *testing.T, server string, ts []vocab.Tool, files ...string) *session {
+	t.Helper()
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = fixture(f)
+	}
+	s := &session{srv: wiretest.Serve(t, paths...), log: eventlog.NewMemory(), clk: clock.NewFake(sessionStart)}
 	svc, err := agentsvc.New(agentsvc.Options{
-		Provider: newProvider(t, s.srv.URL, "openai"), Model: "gpt-4o-mini", Tools: []vocab.Tool{echo},
+		Provider: newProvider(t, s.srv.URL, server), Model: "gpt-4o-mini", Tools: ts,
 		Clock: s.clk, IDs: &vocab.SeqSource{}, Sink: s.log, Jitter: func() float64 { return 0 },
 		// Only the retry timer may sit on the clock.
 		NoStreamWatchdog: true, NoRunTimeout: true,
