@@ -41,7 +41,7 @@ func bigSession(b *testing.B) (string, uint64) {
 		big.dir = dir
 		src := filepath.Join(dir, "src.db")
 		writeAgentSession(b, src, "src")
-		events := transitions(b, src, "src")
+		events := readLog(b, src, "src")
 		turns := 0
 		for _, e := range events {
 			turns = max(turns, e.Turn)

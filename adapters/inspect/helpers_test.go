@@ -146,16 +146,16 @@ func getJSON(t testing.TB, h http.Handler, target string, v any) string {
 	return body
 }
 
-// transitions reads the transition events of session id straight from
-// the database.
-func transitions(t testing.TB, path string, id vocab.ID) []vocab.Event {
+// readLog reads every event of session id straight from the database at
+// path.
+func readLog(t testing.TB, path string, id vocab.ID) []vocab.Event {
 	t.Helper()
 	r, err := sqlite.OpenReadOnly(context.Background(), path, sqlite.ReadOnlyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	page, err := r.Events(context.Background(), id, sqlite.EventQuery{Limit: 10000})
+	page, err := r.Events(context.Background(), id, sqlite.EventQuery{Limit: 100000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -235,7 +235,7 @@ func foldStates(events []vocab.Event, at uint64) (agent, turnState string, turnN
 // States as of three chosen events match what the transition events say.
 func TestTimeTravel(t *testing.T) {
 	path, id := agentDB(t)
-	events := transitions(t, path, id)
+	events := readLog(t, path, id)
 	h := newHandler(t, path, Options{})
 
 	find := func(what string, ok func(vocab.Event) bool) uint64 {
@@ -325,7 +325,7 @@ func TestTimeTravel(t *testing.T) {
 // text as JSON strings.
 func TestEvents(t *testing.T) {
 	path, id := agentDB(t)
-	events := transitions(t, path, id)
+	events := readLog(t, path, id)
 	h := newHandler(t, path, Options{})
 	base := "/api/sessions/" + string(id) + "/events"
 
