@@ -90,6 +90,20 @@ func parseRun(args []string) (runOptions, error) {
 	return o, nil
 }
 
+// runTools returns the agent's tools over ws: the workspace tools, and
+// run_command when commands are allowed. Tests add tools of their own.
+var runTools = func(ws *workspace.Workspace, allowCommands bool) []vocab.Tool {
+	tools := ws.Tools()
+	if allowCommands {
+		tools = append(tools, ws.RunCommand(workspace.CommandOptions{}))
+	}
+	return tools
+}
+
+// hardStopWait bounds how long a hard stop (a second Ctrl-C) waits for
+// the session's work to end before it returns anyway.
+var hardStopWait = 5 * time.Second
+
 // runHTTPClient is the HTTP client of the providers; tests replace it.
 var runHTTPClient = http.DefaultClient
 
@@ -126,10 +140,7 @@ func agentRunCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer ws.Close()
-	tools := ws.Tools()
-	if o.allowCommands {
-		tools = append(tools, ws.RunCommand(workspace.CommandOptions{}))
-	}
+	tools := runTools(ws, o.allowCommands)
 
 	// The session's context outlives the command's: the first Ctrl-C
 	// (which cancels ctx) becomes a cancel with cause user, and the
@@ -187,7 +198,7 @@ func agentRunCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		case <-again:
 			prog.clear()
 			_ = st.Close() // freeze the log: what is open stays open for a resume
-			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			cctx, cancel := context.WithTimeout(context.Background(), hardStopWait)
 			svc.Close(cctx)
 			cancel()
 			pr.abort()

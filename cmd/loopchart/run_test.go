@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopchart/loopchart/adapters/tools/workspace"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -343,5 +344,79 @@ func TestRunAnthropic(t *testing.T) {
 	}
 	if verify := logCmdOK(t, "verify", "--db", db); !strings.Contains(verify, "events replay from") {
 		t.Errorf("log verify: %s", verify)
+	}
+}
+
+// stubbornTool ignores cancellation: it returns only when released.
+type stubbornTool struct{ started, release chan struct{} }
+
+func (s *stubbornTool) Spec() vocab.ToolSpec {
+	return vocab.ToolSpec{Name: "stubborn", NoAccess: true}
+}
+
+func (s *stubbornTool) Run(context.Context, vocab.ToolCall, func(string)) (vocab.ToolResult, error) {
+	close(s.started)
+	<-s.release
+	return vocab.ToolResult{Content: "done at last"}, nil
+}
+
+// A second Ctrl-C stops at once, while the first one's cancel still waits
+// for a tool that ignores it: exit 130, and the session stays open in the
+// log (not closed), for a later resume.
+func TestRunSecondInterruptStopsHard(t *testing.T) {
+	tool := &stubbornTool{started: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() { close(tool.release) })
+	prevTools, prevWait, prevSecond := runTools, hardStopWait, secondInterrupt
+	t.Cleanup(func() { runTools, hardStopWait, secondInterrupt = prevTools, prevWait, prevSecond })
+	runTools = func(ws *workspace.Workspace, allow bool) []vocab.Tool { return append(prevTools(ws, allow), tool) }
+	hardStopWait = time.Millisecond // the stubborn tool would hold a close for its whole bound
+	// The second Ctrl-C is already there when the run asks for it; the
+	// first cancel cannot end the prompt before the abort grace (2.5 s),
+	// which the stubborn tool holds open.
+	secondInterrupt = func() (<-chan os.Signal, func()) {
+		ch := make(chan os.Signal, 1)
+		ch <- os.Interrupt
+		return ch, func() {}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_s","type":"function","function":{"name":"stubborn","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`+"\n\ndata: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	db := tempDB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"run", "--provider", "openai", "--model", "m", "--base-url", srv.URL, "--workspace", t.TempDir(), "--db", db, "task"}, &out, &errOut)
+	}()
+	select {
+	case <-tool.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the tool never started")
+	}
+	cancel() // the first Ctrl-C
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop hard")
+	}
+	if code != 130 || !strings.Contains(errOut.String(), "stopped hard") {
+		t.Fatalf("exit %d, stderr %q; want 130 and a hard stop", code, errOut.String())
+	}
+	// The log holds the session, not closed: a resume can pick it up.
+	st, err := openDB(context.Background(), db, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	all, err := sessions(context.Background(), st)
+	if err != nil || len(all) != 1 {
+		t.Fatalf("sessions %v, %v", all, err)
+	}
+	if closed, err := finished(context.Background(), st, all[0].Session); err != nil || closed {
+		t.Errorf("the session was closed (%v, %v); a hard stop leaves it open", closed, err)
 	}
 }
