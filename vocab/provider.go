@@ -32,6 +32,11 @@ type ToolSpec struct {
 	// StopBatch declares that a call of this tool ends its batch: the calls
 	// after it in the same reply are not run (they get a skipped result).
 	StopBatch bool `json:"stopBatch,omitempty"`
+	// Idempotent declares that running a call twice does no harm: a
+	// runner that lost a call with its worker (adapters/temporal) may run
+	// it again; other calls run at most once and a lost one is reported
+	// interrupted.
+	Idempotent bool `json:"idempotent,omitempty"`
 	// Approval: every call waits for a person's approval before it runs
 	// (after the before-tool hooks let it), unless a hook denied it.
 	Approval bool `json:"approval,omitempty"`

@@ -1,0 +1,2 @@
+// Package temporal runs loopchart sessions as Temporal workflows.
+package temporal
