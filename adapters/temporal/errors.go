@@ -13,6 +13,10 @@ const (
 	// CodeUnsupported: the input cannot run on Temporal (a maintenance job
 	// is code of the caller's process).
 	CodeUnsupported vocab.Code = "temporal.unsupported"
+	// CodeToolInterrupted: a tool call's worker was lost (or the call
+	// overran its timeout) before its result was recorded; the call is not
+	// run again unless its tool is idempotent.
+	CodeToolInterrupted vocab.Code = "tool.interrupted"
 	// CodeNoPrompt: no prompt with that id was submitted to the session.
 	CodeNoPrompt vocab.Code = "temporal.no_prompt"
 )

@@ -218,6 +218,14 @@ func (w *runner) updateID(ctx workflow.Context, id vocab.ID) vocab.ID {
 // inputs received and not yet stepped (an id may be used once). A
 // rejection touches no history.
 func (w *runner) validate(in vocab.Input) error {
+	if err := w.check(in); err != nil {
+		ve := vocab.AsError(err)
+		return temporal.NewApplicationError(ve.Error(), string(ve.Code), ve)
+	}
+	return nil
+}
+
+func (w *runner) check(in vocab.Input) error {
 	if w.fatal != nil {
 		return w.fatal
 	}
@@ -524,8 +532,10 @@ func toolResult(call vocab.ToolCall, res vocab.ToolResult, err error) *vocab.Too
 	}
 	var to *temporal.TimeoutError
 	if errors.As(err, &to) {
-		r := vocab.AbortedResult(call, true, vocab.CancelCause{Kind: vocab.CancelInterrupted})
-		return &r
+		// The call's worker was lost (or the call overran its timeout):
+		// whether it ran is unknown, and it is not run again.
+		return &vocab.ToolResult{CallID: call.ID, Name: call.Name, Content: vocab.InterruptedToolText, IsError: true,
+			Code: CodeToolInterrupted, Started: true}
 	}
 	r := vocab.ToolResult{CallID: call.ID, Name: call.Name, IsError: true, Code: vocab.CodeToolFailed, Started: true,
 		Content: "Tool " + call.Name + " failed on its worker: " + err.Error()}
