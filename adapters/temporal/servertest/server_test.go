@@ -243,6 +243,7 @@ func TestTwoToolRounds(t *testing.T) {
 	if seq != sum.Seq || sum.Runs != 1 {
 		t.Fatalf("events end at %d, summary %+v", seq, sum)
 	}
+	r.record(ctx, "tools", "two-rounds")
 }
 
 func TestCancelDuringTool(t *testing.T) {
@@ -291,6 +292,7 @@ func TestCancelDuringTool(t *testing.T) {
 		t.Fatalf("after cancel %+v", res)
 	}
 	r.close(ctx, "cancel-tool")
+	r.record(ctx, "cancel", "cancel-tool")
 }
 
 func TestValidatorRejectionTouchesNoHistory(t *testing.T) {
@@ -422,6 +424,7 @@ func TestContinueAsNewMidTurn(t *testing.T) {
 		t.Errorf("summary %+v, status %+v", sum, st)
 	}
 	t.Logf("runs %d, events %d", sum.Runs, sum.Seq)
+	r.record(ctx, "continue", "long")
 }
 
 func TestThreeWorkersThirtySessions(t *testing.T) {
