@@ -18,7 +18,8 @@ import (
 
 // Provider answers from the request alone, so a request repeated on
 // another worker gets the same answer. The last user message decides:
-// "fail" fails with llm.auth; "flaky" fails the first attempt of a step
+// "fail" fails with llm.auth; "slow" streams some text and waits for
+// its context; "flaky" fails the first attempt of a step
 // with a retryable 503 (Retry-After 1 s); each "tool" asks for one echo
 // call and each "block" for one block call, in one step; each "chain"
 // asks for one echo call per step, one step after the other (with
@@ -27,6 +28,11 @@ import (
 type Provider struct {
 	// Calls counts the requests this provider received.
 	Calls atomic.Int64
+	// Streaming, when set, is sent a value once a "slow" request streamed
+	// its first text; the request then waits for its context to end, and
+	// Cancelled is sent the time it did.
+	Streaming chan struct{}
+	Cancelled chan time.Time
 }
 
 // Stream implements vocab.Provider.
@@ -39,6 +45,19 @@ func (p *Provider) Stream(ctx context.Context, req vocab.Request) iter.Seq2[voca
 			switch {
 			case strings.Contains(text, "fail"):
 				yield(vocab.StreamPart{}, vocab.Errorf(vocab.CodeAuth, "bad key"))
+				return
+			case strings.Contains(text, "slow"):
+				if !yield(vocab.StreamPart{Kind: vocab.StreamText, Text: "partial answer"}, nil) {
+					return
+				}
+				if p.Streaming != nil {
+					p.Streaming <- struct{}{}
+				}
+				<-ctx.Done()
+				if p.Cancelled != nil {
+					p.Cancelled <- time.Now()
+				}
+				yield(vocab.StreamPart{}, context.Cause(ctx))
 				return
 			case strings.Contains(text, "flaky") && req.Attempt <= 1:
 				yield(vocab.StreamPart{}, vocab.StatusError(503, time.Second, "overloaded"))
@@ -126,6 +145,8 @@ func (Echo) Run(_ context.Context, call vocab.ToolCall, _ func(string)) (vocab.T
 // call's id when it starts and Cancelled the time its context ended; Dir,
 // when set, gets a file started-ID (for a worker in another process).
 type Block struct {
+	// Release makes the tool answer "released" at once.
+	Release   bool
 	Started   chan string
 	Cancelled chan time.Time
 	Dir       string
@@ -138,6 +159,9 @@ func (Block) Spec() vocab.ToolSpec {
 
 // Run implements vocab.Tool.
 func (b Block) Run(ctx context.Context, call vocab.ToolCall, _ func(string)) (vocab.ToolResult, error) {
+	if b.Release {
+		return vocab.ToolResult{Content: "released"}, nil
+	}
 	if b.Dir != "" {
 		_ = os.WriteFile(filepath.Join(b.Dir, "started-"+call.ID), nil, 0o600)
 	}

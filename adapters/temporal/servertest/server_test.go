@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/server/temporaltest"
 
@@ -127,6 +128,11 @@ func (r *rig) worker(p *Provider, b Block) worker.Worker {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	return r.workerWith(acts)
+}
+
+func (r *rig) workerWith(acts *lt.Activities) worker.Worker {
+	r.t.Helper()
 	w := worker.New(r.c, r.queue, worker.Options{})
 	if err := lt.Register(w, acts); err != nil {
 		r.t.Fatal(err)
@@ -582,4 +588,134 @@ func TestNoStickyCacheReplaysEveryTask(t *testing.T) {
 		t.Fatalf("history:\n%s", transcript(h))
 	}
 	r.close(ctx, "nosticky")
+}
+
+// A model request cancelled mid-stream: the cancellation reaches the
+// provider within the heartbeat timeout (the activity beats from a
+// ticker, not per delta), the partial reply comes back in the cancel
+// error's details, and deltas went only to the live side channel.
+func TestCancelDuringModelRequest(t *testing.T) {
+	r := newRig(t)
+	p := &Provider{Streaming: make(chan struct{}, 1), Cancelled: make(chan time.Time, 1)}
+	acts, err := Activities(p, r.content, Block{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := make(chan vocab.StreamPart, 16)
+	acts.Live = func(_ vocab.ID, part vocab.StreamPart) { live <- part }
+	r.workerWith(acts)
+	ctx := ctxT(t, time.Minute)
+	const hb = 2 * time.Second
+	r.start("cancel-model", lt.Options{HeartbeatTimeout: hb})
+	id := r.submit(ctx, "cancel-model", "be slow")
+	select {
+	case <-p.Streaming:
+	case <-ctx.Done():
+		t.Fatal("the request never streamed")
+	}
+	sent := time.Now()
+	if err := r.lc.Cancel(ctx, "cancel-model", vocab.CancelCause{}, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-p.Cancelled:
+		if lat := at.Sub(sent); lat > hb+time.Second {
+			t.Errorf("cancel reached the provider after %v, want at most %v", lat, hb+time.Second)
+		} else {
+			t.Logf("cancel reached the provider after %v (heartbeat timeout %v)", lat, hb)
+		}
+	case <-ctx.Done():
+		t.Fatal("the request's context was never cancelled")
+	}
+	if res := r.wait(ctx, "cancel-model", id); res.Kind != vocab.PromptCancelled {
+		t.Fatalf("prompt %+v", res)
+	}
+	if part := <-live; part.Text != "partial answer" {
+		t.Errorf("live part %+v", part)
+	}
+	r.close(ctx, "cancel-model")
+	// The partial reply is in the cancelled activity's details; no delta
+	// is anywhere else in the history.
+	var partial string
+	deltas := 0
+	it := r.c.GetWorkflowHistory(ctx, "cancel-model", "", false, 0)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskCanceledEventAttributes(); a != nil && a.GetDetails() != nil {
+			var mr lt.ModelResult
+			if err := converter.GetDefaultDataConverter().FromPayloads(a.GetDetails(), &mr); err != nil {
+				t.Fatal(err)
+			}
+			if mr.Reply != nil {
+				partial = mr.Reply.Text()
+			}
+			continue
+		}
+		if strings.Contains(ev.String(), "partial answer") {
+			deltas++
+		}
+	}
+	if partial != "partial answer" {
+		t.Errorf("partial reply in the cancel details: %q", partial)
+	}
+	if deltas != 0 {
+		t.Errorf("%d other history events carry the streamed text", deltas)
+	}
+}
+
+// A tool that declares itself idempotent is run again when its worker is
+// lost; its new result is the one recorded.
+func TestIdempotentToolRunsAgainOnANewWorker(t *testing.T) {
+	r := newRig(t)
+	dir := t.TempDir()
+	contentPath := filepath.Join(dir, "content.db")
+	shared, err := lt.OpenSQLiteContent(context.Background(), contentPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = shared.Close() })
+	r.content = shared
+	cmd := r.startWorkerProcess(contentPath, dir, false)
+	ctx := ctxT(t, 2*time.Minute)
+	specs := Specs()
+	for i := range specs {
+		if specs[i].Name == "block" {
+			specs[i].Idempotent = true
+		}
+	}
+	cfg := session.Config{Session: "idempotent", Tools: specs}
+	if err := r.lc.Start(ctx, cfg, lt.StartOptions{Options: lt.Options{HeartbeatTimeout: 2 * time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	id := r.submit(ctx, "idempotent", "block please")
+	marker := filepath.Join(dir, "started-call_a")
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the tool never started in the worker process")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	r.worker(&Provider{}, Block{Release: true})
+	if res := r.wait(ctx, "idempotent", id); res.Kind != vocab.PromptCompleted {
+		t.Fatalf("prompt %+v", res)
+	}
+	h, err := r.lc.History(ctx, "idempotent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 4 || h[2].Text() != "released" {
+		t.Fatalf("history:\n%s", transcript(h))
+	}
+	r.close(ctx, "idempotent")
 }
