@@ -63,6 +63,9 @@ func (c *Client) Start(ctx context.Context, cfg session.Config, o StartOptions) 
 		ID: string(cfg.Session), TaskQueue: c.queue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// Without it the SDK hands back the existing run instead of an
+		// error.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 	}, WorkflowName, Params{Config: raw, Slots: o.Slots, Options: o.Options})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {

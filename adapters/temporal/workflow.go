@@ -379,12 +379,11 @@ func (w *runner) carryOut(rd session.Ready) error {
 func (w *runner) activityCtx(ctx workflow.Context, kind session.WorkKind, call *vocab.ToolCall) workflow.Context {
 	o := workflow.ActivityOptions{
 		HeartbeatTimeout: w.opt.HeartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			MaximumAttempts: int32(w.opt.ActivityAttempts),
-			// Errors of the work itself are the core's to judge: only a
-			// lost worker (a timeout) is retried here.
-			NonRetryableErrorTypes: []string{"*"},
-		},
+		// The activities return the work's own failures as non-retryable
+		// errors (the core judges them: the turn machine retries a model
+		// request): what Temporal retries is a lost worker (a timeout) or
+		// a panic.
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: int32(w.opt.ActivityAttempts)},
 	}
 	switch kind {
 	case session.WorkModel:

@@ -250,6 +250,11 @@ func TestTwoToolRounds(t *testing.T) {
 		t.Fatalf("events end at %d, summary %+v", seq, sum)
 	}
 	r.record(ctx, "tools", "two-rounds")
+	// A session id is used once, even after the session closed.
+	err = r.lc.Start(ctx, session.Config{Session: "two-rounds"}, lt.StartOptions{})
+	if !errors.Is(err, vocab.CodeDuplicateID.Err()) {
+		t.Fatalf("second start: %v", err)
+	}
 }
 
 func TestCancelDuringTool(t *testing.T) {
