@@ -131,13 +131,18 @@ func (c *Client) update(ctx context.Context, s vocab.ID, name string, id vocab.I
 	return ack, nil
 }
 
+// Refusal turns the error of a rejected or failed update into the core's
+// typed error (a *vocab.Error with its code); other errors come back as
+// they are.
+func Refusal(err error) error { return refusal(err) }
+
 // refusal turns a rejected update into the core's typed error.
 func refusal(err error) error {
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
-		var ve vocab.Error
-		if app.HasDetails() && app.Details(&ve) == nil && ve.Code != "" {
-			return &ve
+		var ve *vocab.Error
+		if app.HasDetails() && app.Details(&ve) == nil && ve != nil && ve.Code != "" {
+			return ve
 		}
 		if app.Type() != "" {
 			return vocab.Errorf(vocab.Code(app.Type()), "%s", app.Message())

@@ -30,6 +30,10 @@ func (echoProvider) Stream(ctx context.Context, req vocab.Request) iter.Seq2[voc
 			yield(vocab.StreamPart{}, vocab.Errorf(vocab.CodeAuth, "bad key"))
 			return
 		}
+		if last.Role == vocab.RoleUser && strings.Contains(last.Text(), "flaky") && req.Attempt <= 1 {
+			yield(vocab.StreamPart{}, vocab.StatusError(503, 5*time.Second, "overloaded"))
+			return
+		}
 		if last.Role == vocab.RoleUser {
 			n := strings.Count(last.Text(), "tool")
 			if n > 0 {
