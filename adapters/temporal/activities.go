@@ -165,16 +165,28 @@ func (a *Activities) live(s vocab.ID, part vocab.StreamPart) {
 	a.Live(s, part)
 }
 
-// messages loads referenced messages.
-func (a *Activities) messages(ctx context.Context, refs []Ref) ([]vocab.Message, error) {
-	msgs := make([]vocab.Message, len(refs))
-	for i, r := range refs {
-		b, err := a.Content.Get(ctx, r)
+// messages loads the messages of transcript pages.
+func (a *Activities) messages(ctx context.Context, pages []Ref) ([]vocab.Message, error) {
+	var msgs []vocab.Message
+	for _, p := range pages {
+		b, err := a.Content.Get(ctx, p)
 		if err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal(b, &msgs[i]); err != nil {
-			return nil, vocab.Errorf(CodeContentMissing, "content %s is not a message: %v", r, err)
+		var refs []Ref
+		if err := json.Unmarshal(b, &refs); err != nil {
+			return nil, vocab.Errorf(CodeContentMissing, "content %s is not a transcript page: %v", p, err)
+		}
+		for _, r := range refs {
+			b, err := a.Content.Get(ctx, r)
+			if err != nil {
+				return nil, err
+			}
+			var m vocab.Message
+			if err := json.Unmarshal(b, &m); err != nil {
+				return nil, vocab.Errorf(CodeContentMissing, "content %s is not a message: %v", r, err)
+			}
+			msgs = append(msgs, m)
 		}
 	}
 	return msgs, nil

@@ -250,12 +250,14 @@ type Summary struct {
 }
 
 // ModelArgs is one model request: the request without its messages, which
-// are referenced.
+// are referenced through a transcript (see put: pages of message
+// references, so a request's arguments stay small however long the
+// conversation).
 type ModelArgs struct {
 	Session  vocab.ID      `json:"session"`
 	Work     uint64        `json:"work"`
 	Request  vocab.Request `json:"request"`
-	Messages []Ref         `json:"messages"`
+	Messages []Ref         `json:"messages"` // transcript pages
 }
 
 // ModelResult is a whole reply.
@@ -286,7 +288,7 @@ type HookArgs struct {
 	Info     session.StepInfo   `json:"info"`
 	Messages []vocab.Message    `json:"messages,omitempty"`
 	Prompt   *vocab.Message     `json:"prompt,omitempty"`
-	History  []Ref              `json:"history,omitempty"`
+	History  []Ref              `json:"history,omitempty"` // transcript pages
 	Err      *vocab.Error       `json:"error,omitempty"`
 	Attempt  int                `json:"attempt,omitempty"`
 	Call     *vocab.ToolCall    `json:"call,omitempty"`

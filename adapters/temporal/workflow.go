@@ -18,7 +18,11 @@ import (
 
 // chunkSize bounds one piece of content a workflow moves through the
 // content store (a Temporal payload may not exceed 2 MB).
-const chunkSize = 512 << 10
+// (256 KiB leaves room for the encoding under the SDK's 512 KiB warning.)
+const chunkSize = 256 << 10
+
+// pageRefs is how many message references one transcript page holds.
+const pageRefs = 256
 
 // SessionWorkflow runs one session: it drives the session core exactly as
 // the in-process lane does (Step, Ready, Advance), with Temporal's history
@@ -650,28 +654,44 @@ func jitter(s vocab.ID, work uint64) float64 {
 }
 
 // put stores messages in the content store (those this run has not stored
-// yet) and returns their references. The local activity's arguments are
-// not recorded in history; only the references are.
+// yet) and returns the references of their transcript pages: each page
+// lists up to pageRefs message references, so a full page is the same
+// content for every later request and is stored once, and a request's
+// arguments carry len(msgs)/pageRefs references, not one per message.
+// The local activity's arguments are not recorded in history; only the
+// references are.
 func (w *runner) put(msgs []vocab.Message) ([]Ref, error) {
 	refs := make([]Ref, len(msgs))
 	var blobs [][]byte
+	add := func(b []byte) Ref {
+		r := RefOf(b)
+		if !w.stored[r] {
+			w.stored[r] = true
+			blobs = append(blobs, b)
+		}
+		return r
+	}
 	for i, m := range msgs {
 		b, err := json.Marshal(m)
 		if err != nil {
 			return nil, temporal.NewNonRetryableApplicationError("message: "+err.Error(), string(vocab.CodeInternal), nil)
 		}
-		refs[i] = RefOf(b)
-		if !w.stored[refs[i]] {
-			blobs = append(blobs, b)
-		}
+		refs[i] = add(b)
+	}
+	var pages []Ref
+	for len(refs) > 0 {
+		n := min(len(refs), pageRefs)
+		b, _ := json.Marshal(refs[:n])
+		pages = append(pages, add(b))
+		refs = refs[n:]
 	}
 	if err := w.putBlobs(blobs); err != nil {
+		for _, b := range blobs {
+			delete(w.stored, RefOf(b))
+		}
 		return nil, err
 	}
-	for _, r := range refs {
-		w.stored[r] = true
-	}
-	return refs, nil
+	return pages, nil
 }
 
 func (w *runner) putBlobs(blobs [][]byte) error {
