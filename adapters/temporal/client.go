@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -148,6 +149,14 @@ func refusal(err error) error {
 			return vocab.Errorf(vocab.Code(app.Type()), "%s", app.Message())
 		}
 	}
+	// A query handler's error reaches the client as its text, "code:
+	// message".
+	var qf *serviceerror.QueryFailed
+	if errors.As(err, &qf) {
+		if code, msg, ok := strings.Cut(qf.Message, ": "); ok && strings.Contains(code, ".") && !strings.ContainsAny(code, " \t") {
+			return &vocab.Error{Code: vocab.Code(code), Message: msg, Cause: err}
+		}
+	}
 	return err
 }
 
@@ -188,12 +197,28 @@ func (c *Client) Status(ctx context.Context, s vocab.ID) (Status, error) {
 	return st, err
 }
 
+// query asks the session's current run; a run that is loading its
+// snapshot (just continued as new) is asked again, backing off.
 func (c *Client) query(ctx context.Context, s vocab.ID, name string, out any, args ...any) error {
-	v, err := c.c.QueryWorkflow(ctx, string(s), "", name, args...)
-	if err != nil {
-		return refusal(err)
+	d := c.pollMin
+	for {
+		v, err := c.c.QueryWorkflow(ctx, string(s), "", name, args...)
+		if err == nil {
+			return v.Get(out)
+		}
+		err = refusal(err)
+		if vocab.CodeOf(err) != CodeLoading {
+			return err
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+		d = min(2*d, c.pollMax)
 	}
-	return v.Get(out)
 }
 
 // Prompt reads how the prompt id stands.

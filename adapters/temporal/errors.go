@@ -17,6 +17,9 @@ const (
 	// overran its timeout) before its result was recorded; the call is not
 	// run again unless its tool is idempotent.
 	CodeToolInterrupted vocab.Code = "tool.interrupted"
+	// CodeLoading: a query reached a continued run while it loads its
+	// snapshot; the Client asks again.
+	CodeLoading vocab.Code = "temporal.loading"
 	// CodeNoPrompt: no prompt with that id was submitted to the session.
 	CodeNoPrompt vocab.Code = "temporal.no_prompt"
 )

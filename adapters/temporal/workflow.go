@@ -41,10 +41,13 @@ func SessionWorkflow(ctx workflow.Context, p Params) (Summary, error) {
 	w := &runner{ctx: ctx, opt: p.Options.withDefaults(), running: map[uint64]*running{}, prompts: map[vocab.ID]*PromptState{},
 		stored: map[Ref]bool{}}
 	w.sig = workflow.GetSignalChannel(ctx, SignalControl)
-	if err := w.start(p); err != nil {
+	// Handlers first: an update that reaches a continued run while it
+	// loads its snapshot waits for the core instead of being refused as
+	// unknown.
+	if err := w.handlers(); err != nil {
 		return Summary{}, err
 	}
-	if err := w.handlers(); err != nil {
+	if err := w.start(p); err != nil {
 		return Summary{}, err
 	}
 	return w.loop()
@@ -125,6 +128,11 @@ func (w *runner) start(p Params) error {
 		return nil
 	}
 	c := p.Carry
+	for i := range c.Prompts {
+		ps := c.Prompts[i]
+		w.prompts[ps.ID] = &ps
+		w.order = append(w.order, ps.ID)
+	}
 	data, err := w.load(c.Snapshot)
 	if err != nil {
 		return err
@@ -142,11 +150,6 @@ func (w *runner) start(p Params) error {
 		if err := json.Unmarshal(data, &w.window); err != nil {
 			return temporal.NewNonRetryableApplicationError("event window: "+err.Error(), string(vocab.CodeBadSnapshot), nil)
 		}
-	}
-	for i := range c.Prompts {
-		ps := c.Prompts[i]
-		w.prompts[ps.ID] = &ps
-		w.order = append(w.order, ps.ID)
 	}
 	for _, in := range c.Inbox {
 		w.queue = append(w.queue, &queued{in: in})
@@ -241,13 +244,26 @@ func (w *runner) check(in vocab.Input) error {
 			return vocab.Errorf(vocab.CodeDuplicateID, "%s: id %s is already queued", in.Kind, in.ID)
 		}
 	}
+	if w.core == nil {
+		// The run is still loading its snapshot: the core judges the
+		// input when it steps it (a refusal then fails the update).
+		return nil
+	}
 	return w.core.Validate(in)
+}
+
+// loading is the error of a query asked while the run loads its snapshot.
+func loading() error {
+	return vocab.Errorf(CodeLoading, "the session's run is loading its snapshot; ask again")
 }
 
 // await queues in behind the signals received so far, and waits until the
 // core stepped it: the update completes once its input is recorded (or
 // refused), not when a prompt ends.
 func (w *runner) await(ctx workflow.Context, in vocab.Input) (Ack, error) {
+	if err := workflow.Await(ctx, func() bool { return w.core != nil || w.fatal != nil }); err != nil {
+		return Ack{}, err
+	}
 	w.drainSignals()
 	q := &queued{in: in}
 	w.queue = append(w.queue, q)
@@ -845,6 +861,9 @@ func (w *runner) finish() (Summary, error) {
 
 // status answers the status query.
 func (w *runner) status() (Status, error) {
+	if w.core == nil {
+		return Status{}, loading()
+	}
 	a, t := w.core.State()
 	return Status{Session: w.core.Session(), Agent: a, Turn: t, Status: string(w.core.Status()), Seq: w.core.Seq(),
 		Idle: w.core.Idle(), Closed: w.core.Closed(), Run: w.runs, Approvals: w.core.Approvals()}, nil
@@ -855,6 +874,9 @@ const maxPage = 1 << 20
 
 // events answers the events query: events from seq on, within the window.
 func (w *runner) events(from uint64) (EventsPage, error) {
+	if w.core == nil {
+		return EventsPage{}, loading()
+	}
 	last := w.core.Seq()
 	page := EventsPage{Next: from, Last: last}
 	if from == 0 {
@@ -891,11 +913,17 @@ func (w *runner) prompt(id vocab.ID) (PromptState, error) {
 			return PromptState{ID: id}, nil
 		}
 	}
+	if w.core == nil {
+		return PromptState{}, loading()
+	}
 	return PromptState{}, vocab.Errorf(CodeNoPrompt, "no prompt %s in session %s", id, w.core.Session())
 }
 
 // history answers the history query: messages from index from on.
 func (w *runner) history(from int) (HistoryPage, error) {
+	if w.core == nil {
+		return HistoryPage{}, loading()
+	}
 	h := w.core.History()
 	page := HistoryPage{Next: from, Total: h.Len()}
 	if from < 0 {

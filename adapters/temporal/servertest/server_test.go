@@ -724,3 +724,67 @@ func TestIdempotentToolRunsAgainOnANewWorker(t *testing.T) {
 	}
 	r.close(ctx, "idempotent")
 }
+
+// The events query serves a window; older events fail with a typed error
+// (read them from the export), and an unknown prompt is typed too.
+func TestQueriesFailTyped(t *testing.T) {
+	r := newRig(t)
+	r.worker(&Provider{}, Block{})
+	ctx := ctxT(t, time.Minute)
+	r.start("window", lt.Options{EventWindow: 10})
+	r.wait(ctx, "window", r.submit(ctx, "window", "tool please"))
+	var err error
+	for _, e := range r.lc.Events(ctx, "window", 1) {
+		err = e
+		break
+	}
+	if !errors.Is(err, lt.CodeEventsCompacted.Err()) {
+		t.Fatalf("events from 1 with a window of 10: %v", err)
+	}
+	n := 0
+	st, err := r.lc.Status(ctx, "window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev, err := range r.lc.Events(ctx, "window", st.Seq-9) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Seq != st.Seq-9+uint64(n) {
+			t.Fatalf("event %d", ev.Seq)
+		}
+		n++
+	}
+	if n != 10 {
+		t.Fatalf("%d events in the window", n)
+	}
+	if _, err := r.lc.Wait(ctx, "window", "no-such-prompt"); !errors.Is(err, lt.CodeNoPrompt.Err()) {
+		t.Fatalf("wait for an unknown prompt: %v", err)
+	}
+	r.close(ctx, "window")
+}
+
+// Prompts submitted back to back across many continue-as-news: an update
+// that reaches a new run while it loads its snapshot waits for the core;
+// none is refused or lost.
+func TestSubmitsAcrossContinueAsNew(t *testing.T) {
+	r := newRig(t)
+	r.worker(&Provider{}, Block{})
+	ctx := ctxT(t, 2*time.Minute)
+	r.start("hops", lt.Options{ContinueAfter: 70})
+	for i := range 30 {
+		id := r.submit(ctx, "hops", fmt.Sprintf("hello %d", i))
+		if res := r.wait(ctx, "hops", id); res.Kind != vocab.PromptCompleted {
+			t.Fatalf("prompt %d: %+v", i, res)
+		}
+	}
+	h, err := r.lc.History(ctx, "hops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := r.close(ctx, "hops")
+	if len(h) != 60 || sum.Runs < 4 {
+		t.Fatalf("%d messages, %d runs", len(h), sum.Runs)
+	}
+	t.Logf("30 prompts over %d runs", sum.Runs)
+}
