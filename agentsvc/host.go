@@ -1,0 +1,503 @@
+package agentsvc
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/loopchart/loopchart/adapters/clock"
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// Sub-agent limits from the seed, the defaults of HostOptions.
+const (
+	// DefaultMaxSpawnDepth: sub-agents are leaves (they cannot spawn).
+	DefaultMaxSpawnDepth = 1
+	// DefaultMaxChildren is how many live (neither ended nor archived)
+	// sub-agents one agent may have.
+	DefaultMaxChildren = 5
+	// DefaultMaxRunningSubAgents is how many sub-agents run at once across
+	// the host; further spawns queue.
+	DefaultMaxRunningSubAgents = 8
+	// DefaultArchiveAfter is how long an ended sub-agent stays loaded
+	// before it is archived (closed; its log is kept).
+	DefaultArchiveAfter = 60 * time.Minute
+)
+
+// subMark separates a sub-agent's id from its parent's: a child's id is
+// PARENT/sub-HASH, HASH derived from the spawning tool call's id, so the
+// child of a call recorded in the parent's log is always the same session.
+const subMark = "/sub-"
+
+// SessionInfo says which session a Host opens, for HostOptions.Session.
+type SessionInfo struct {
+	ID vocab.ID
+	// Parent is the spawning agent of a sub-agent ("" for a top-level
+	// session) and Depth its depth (0 top level, 1 a child…).
+	Parent vocab.ID
+	Depth  int
+}
+
+// HostOptions configure a Host.
+type HostOptions struct {
+	// Store keeps every session's log, sub-agents' included; required.
+	Store Store
+	// Session returns the options of the session the host opens: its
+	// provider, tools, model… (Sink and Session are ignored: the host
+	// opens sessions on Store). The host adds the sub-agent tools to
+	// sessions that may spawn. Required.
+	Session func(info SessionInfo) (Options, error)
+	// MaxSpawnDepth, MaxChildren, MaxRunningSubAgents and ArchiveAfter
+	// bound sub-agents; zero means the Default… constant, negative is an
+	// error. MaxSpawnDepth 1 makes sub-agents leaves; 2 lets them spawn
+	// once more.
+	MaxSpawnDepth       int
+	MaxChildren         int
+	MaxRunningSubAgents int
+	ArchiveAfter        time.Duration
+	// Clock times archiving; the real clock when nil.
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Host keeps many sessions over one store: Open restores or creates a
+// session, once however many callers ask at the same time, and runs its
+// sub-agents. Sub-agents are sessions of the same store whose ids name
+// their parent; the sessions_spawn, agents_wait and subagents tools drive
+// them, within the limits of HostOptions. A child's end reaches its parent
+// once: as the agents_wait result that consumed it, or else as one
+// notification ("[subagent completed] ID" and its final answer; failed
+// and cancelled variants). Cancelling a parent's turn cancels its running
+// children; closing a parent closes them. All methods are safe for
+// concurrent use.
+type Host struct {
+	opt    HostOptions
+	clock  clock.Clock
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	sessions map[vocab.ID]*hosted
+	closed   bool
+	// running counts sub-agents holding a slot; waiting are spawned
+	// children queued for one, first come first served.
+	running int
+	waiting []*child
+}
+
+// hosted is one session of the host, loaded or loading.
+type hosted struct {
+	info  SessionInfo
+	ready chan struct{} // closed once loading ended
+	svc   *Service
+	err   error
+	// children are the sub-agents this session spawned, in spawn order.
+	children []*child
+}
+
+// childState is where a sub-agent is.
+type childState string
+
+const (
+	childQueued   childState = "queued"
+	childRunning  childState = "running"
+	childEnded    childState = "ended"
+	childArchived childState = "archived"
+)
+
+// child is one sub-agent.
+type child struct {
+	id, parent vocab.ID
+	task       string
+	state      childState
+	svc        *Service
+	prompt     *Prompt
+	result     vocab.PromptResult
+	answer     string
+	done       chan struct{} // closed when it ended
+	// note is its delivery while queued in the parent; consumed is set
+	// once an agents_wait took its result instead.
+	note     *Notification
+	consumed bool
+}
+
+// NewHost returns a host over opt.Store.
+func NewHost(opt HostOptions) (*Host, error) {
+	if opt.Store == nil || opt.Session == nil {
+		return nil, vocab.Errorf(vocab.CodeBadInput, "agentsvc: a Host needs a Store and a Session function")
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"MaxSpawnDepth", opt.MaxSpawnDepth}, {"MaxChildren", opt.MaxChildren}, {"MaxRunningSubAgents", opt.MaxRunningSubAgents}} {
+		if n.v < 0 {
+			return nil, vocab.Errorf(vocab.CodeBadInput, "agentsvc: negative %s %d", n.name, n.v)
+		}
+	}
+	if opt.ArchiveAfter < 0 {
+		return nil, vocab.Errorf(vocab.CodeBadInput, "agentsvc: negative ArchiveAfter %v", opt.ArchiveAfter)
+	}
+	if opt.MaxSpawnDepth == 0 {
+		opt.MaxSpawnDepth = DefaultMaxSpawnDepth
+	}
+	if opt.MaxChildren == 0 {
+		opt.MaxChildren = DefaultMaxChildren
+	}
+	if opt.MaxRunningSubAgents == 0 {
+		opt.MaxRunningSubAgents = DefaultMaxRunningSubAgents
+	}
+	if opt.ArchiveAfter == 0 {
+		opt.ArchiveAfter = DefaultArchiveAfter
+	}
+	h := &Host{opt: opt, clock: opt.Clock, log: opt.Logger, sessions: map[vocab.ID]*hosted{}}
+	if h.clock == nil {
+		h.clock = clock.Real()
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	h.ctx, h.cancel = context.WithCancelCause(context.Background())
+	return h, nil
+}
+
+// infoOf reads a session's place in the tree from its id.
+func infoOf(id vocab.ID) SessionInfo {
+	info := SessionInfo{ID: id, Depth: strings.Count(string(id), subMark)}
+	if i := strings.LastIndex(string(id), subMark); i >= 0 {
+		info.Parent = id[:i]
+	}
+	return info
+}
+
+// childID is the id of the sub-agent a parent's tool call spawns.
+func childID(parent vocab.ID, callID string) vocab.ID {
+	sum := sha256.Sum256([]byte(callID))
+	return parent + subMark + vocab.ID(hex.EncodeToString(sum[:5]))
+}
+
+// Open returns session id, restoring it from the store or creating it.
+// Callers that ask for a session while it loads share the one load.
+func (h *Host) Open(ctx context.Context, id vocab.ID) (*Service, error) {
+	if id == "" {
+		return nil, vocab.Errorf(vocab.CodeBadInput, "agentsvc: Host.Open: no session id")
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, vocab.Errorf(vocab.CodeClosed, "agentsvc: the host is closed")
+	}
+	e := h.sessions[id]
+	if e == nil {
+		e = &hosted{info: infoOf(id), ready: make(chan struct{})}
+		h.sessions[id] = e
+		h.mu.Unlock()
+		svc, err := h.load(ctx, e)
+		h.mu.Lock()
+		e.svc, e.err = svc, err
+		if err != nil {
+			delete(h.sessions, id)
+		}
+		close(e.ready)
+		h.mu.Unlock()
+		return svc, err
+	}
+	h.mu.Unlock()
+	select {
+	case <-e.ready:
+		return e.svc, e.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// load opens a session with its options and, for an agent that may spawn,
+// the sub-agent tools.
+func (h *Host) load(ctx context.Context, e *hosted) (*Service, error) {
+	opt, err := h.opt.Session(e.info)
+	if err != nil {
+		return nil, err
+	}
+	if e.info.Depth < h.opt.MaxSpawnDepth {
+		opt.Tools = append(slices.Clone(opt.Tools), spawnTool{h, e}, waitTool{h, e}, subagentsTool{h, e})
+	}
+	svc, err := Open(ctx, h.opt.Store, e.info.ID, opt)
+	if err != nil {
+		return nil, err
+	}
+	if e.info.Depth < h.opt.MaxSpawnDepth {
+		h.wg.Add(1)
+		go h.watch(e, svc)
+	}
+	return svc, nil
+}
+
+// Sessions lists the store's sessions, most recently updated first.
+func (h *Host) Sessions(ctx context.Context) ([]vocab.ID, error) {
+	var ids []vocab.ID
+	for info, err := range h.opt.Store.Sessions(ctx) {
+		if err != nil {
+			return ids, err
+		}
+		ids = append(ids, info.Session)
+	}
+	return ids, nil
+}
+
+// Close closes every session the host opened, children before their
+// parents, and waits for the host's goroutines.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	all := make([]*hosted, 0, len(h.sessions))
+	for _, e := range h.sessions {
+		all = append(all, e)
+	}
+	h.mu.Unlock()
+	// Deepest first: no child outlives its parent.
+	slices.SortFunc(all, func(a, b *hosted) int { return b.info.Depth - a.info.Depth })
+	var errs []error
+	for _, e := range all {
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			errs = append(errs, context.Cause(ctx))
+			continue
+		}
+		if e.svc != nil {
+			if err := e.svc.Close(ctx); err != nil && vocab.CodeOf(err) != vocab.CodeClosed {
+				errs = append(errs, err)
+			}
+		}
+	}
+	h.cancel(vocab.Errorf(vocab.CodeClosed, "agentsvc: the host is closed"))
+	h.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// watch follows a parent's events: a cancelled turn cancels its running
+// children (cause parent); the parent's end closes them.
+func (h *Host) watch(e *hosted, svc *Service) {
+	defer h.wg.Done()
+	for ev, err := range svc.Events(h.ctx, 0) {
+		if err != nil {
+			break
+		}
+		if ev.Kind == vocab.EventKind("input/"+string(vocab.InCancel)) {
+			for _, c := range h.childrenOf(e, childRunning, childQueued) {
+				h.cancelChild(c)
+			}
+		}
+	}
+	if h.ctx.Err() != nil {
+		return // the host closes everything itself
+	}
+	// The parent is closed: so are its children.
+	for _, c := range h.childrenOf(e, childRunning, childQueued, childEnded) {
+		h.cancelChild(c)
+		if c.svc != nil {
+			_ = c.svc.Close(context.WithoutCancel(h.ctx))
+		}
+	}
+}
+
+// childrenOf returns e's children in the given states.
+func (h *Host) childrenOf(e *hosted, states ...childState) []*child {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*child
+	for _, c := range e.children {
+		if slices.Contains(states, c.state) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// cancelChild cancels a child with cause parent: a queued one never
+// starts, a running one's turn is cancelled.
+func (h *Host) cancelChild(c *child) {
+	h.mu.Lock()
+	if c.state == childQueued {
+		h.waiting = slices.DeleteFunc(h.waiting, func(w *child) bool { return w == c })
+		c.state = childEnded
+		c.result = vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: &vocab.CancelCause{Kind: vocab.CancelParent}}
+		close(c.done)
+		h.mu.Unlock()
+		return
+	}
+	svc := c.svc
+	h.mu.Unlock()
+	if svc != nil {
+		_ = svc.Cancel(vocab.CancelCause{Kind: vocab.CancelParent}, CancelOptions{})
+	}
+}
+
+// spawn starts (or queues) the child of parent e for a tool call.
+func (h *Host) spawn(ctx context.Context, e *hosted, callID, task string) (*child, error) {
+	if e.info.Depth+1 > h.opt.MaxSpawnDepth {
+		return nil, vocab.Errorf(vocab.CodeToolRefused, "spawn depth limit %d reached: a sub-agent cannot spawn sub-agents; do the task yourself", h.opt.MaxSpawnDepth)
+	}
+	id := childID(e.info.ID, callID)
+	h.mu.Lock()
+	for _, c := range e.children {
+		if c.id == id {
+			h.mu.Unlock()
+			return c, nil // the same call again
+		}
+	}
+	live := 0
+	for _, c := range e.children {
+		if c.state != childArchived {
+			live++
+		}
+	}
+	if live >= h.opt.MaxChildren {
+		h.mu.Unlock()
+		return nil, vocab.Errorf(vocab.CodeToolRefused, "limit of %d live sub-agents reached: wait for one to end (agents_wait) or cancel one (subagents), then spawn again", h.opt.MaxChildren)
+	}
+	c := &child{id: id, parent: e.info.ID, task: task, state: childQueued, done: make(chan struct{})}
+	e.children = append(e.children, c)
+	h.mu.Unlock()
+	svc, err := h.Open(ctx, id)
+	if err != nil {
+		h.mu.Lock()
+		e.children = slices.DeleteFunc(e.children, func(x *child) bool { return x == c })
+		h.mu.Unlock()
+		return nil, err
+	}
+	h.mu.Lock()
+	c.svc = svc
+	if c.state != childQueued { // cancelled meanwhile
+		h.mu.Unlock()
+		return c, nil
+	}
+	if h.running < h.opt.MaxRunningSubAgents {
+		h.running++
+		c.state = childRunning
+		h.mu.Unlock()
+		h.start(c)
+		return c, nil
+	}
+	h.waiting = append(h.waiting, c)
+	h.mu.Unlock()
+	h.log.Info("agentsvc: sub-agent queued", "child", id, "parent", e.info.ID, "running", h.opt.MaxRunningSubAgents)
+	return c, nil
+}
+
+// start submits a child's task and watches it to its end.
+func (h *Host) start(c *child) {
+	msg := vocab.UserText(c.task)
+	msg.ID = c.id + "/task"
+	p, err := c.svc.Submit(msg)
+	if err != nil {
+		h.end(c, vocab.PromptResult{Kind: vocab.PromptFailed, Err: vocab.AsError(err)})
+		return
+	}
+	h.mu.Lock()
+	c.prompt = p
+	h.mu.Unlock()
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		res, err := p.Wait(h.ctx)
+		if err != nil {
+			res = vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: &vocab.CancelCause{Kind: vocab.CancelDisposed}}
+		}
+		h.end(c, res)
+	}()
+}
+
+// end records a child's end, frees its slot for the next queued child,
+// delivers the end to the parent and arms the archive timer.
+func (h *Host) end(c *child, res vocab.PromptResult) {
+	answer := ""
+	if hist, err := c.svc.History(context.WithoutCancel(h.ctx)); err == nil {
+		for i := hist.Len() - 1; i >= 0; i-- {
+			if m := hist.At(i); m.Role == vocab.RoleAssistant && m.Text() != "" {
+				answer = m.Text()
+				break
+			}
+		}
+	}
+	h.mu.Lock()
+	c.state, c.result, c.answer = childEnded, res, answer
+	h.running--
+	var next *child
+	if len(h.waiting) > 0 && h.running < h.opt.MaxRunningSubAgents && !h.closed {
+		next = h.waiting[0]
+		h.waiting = h.waiting[1:]
+		h.running++
+		next.state = childRunning
+	}
+	parent := h.sessions[c.parent]
+	h.mu.Unlock()
+	if next != nil {
+		h.start(next)
+	}
+	if parent != nil && parent.svc != nil && h.ctx.Err() == nil {
+		msg := vocab.UserText(deliveryText(c.id, res, answer))
+		msg.ID = c.id + "/delivery"
+		n, err := parent.svc.Notify(msg, NotifyOptions{})
+		if err != nil && vocab.CodeOf(err) != vocab.CodeClosed {
+			h.log.Error("agentsvc: sub-agent delivery refused", "child", c.id, "err", err)
+		}
+		h.mu.Lock()
+		if !c.consumed {
+			c.note = n
+		}
+		h.mu.Unlock()
+	}
+	close(c.done)
+	h.clock.AfterFunc(h.opt.ArchiveAfter, func() { h.archive(c) })
+}
+
+// archive closes an ended child; its log stays.
+func (h *Host) archive(c *child) {
+	h.mu.Lock()
+	if c.state != childEnded {
+		h.mu.Unlock()
+		return
+	}
+	c.state = childArchived
+	delete(h.sessions, c.id)
+	h.mu.Unlock()
+	_ = c.svc.Close(context.WithoutCancel(h.ctx))
+}
+
+// deliveryText is what a parent is told of a child's end.
+func deliveryText(id vocab.ID, res vocab.PromptResult, answer string) string {
+	switch res.Kind {
+	case vocab.PromptCompleted:
+		return "[subagent completed] " + string(id) + "\n" + answer
+	case vocab.PromptCancelled:
+		return "[subagent cancelled] " + string(id) + ": " + res.String()
+	}
+	return "[subagent failed] " + string(id) + ": " + res.String()
+}
+
+// consume takes a child's result for agents_wait: its pending delivery is
+// withdrawn, so the parent hears of the end once. It reports false when
+// the delivery already reached the parent's conversation.
+func (h *Host) consume(c *child) bool {
+	h.mu.Lock()
+	n := c.note
+	c.consumed = true
+	h.mu.Unlock()
+	if n == nil {
+		return true // not delivered yet: end() will not deliver it now
+	}
+	ok, err := n.Drop()
+	return ok && err == nil
+}

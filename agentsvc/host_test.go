@@ -1,0 +1,453 @@
+package agentsvc_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loopchart/loopchart/adapters/store/memory"
+	"github.com/loopchart/loopchart/agentsvc"
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// replies is a provider that answers from the request: fn returns the
+// reply's text and tool calls.
+type replies func(ctx context.Context, req vocab.Request) (string, []vocab.ToolCall, error)
+
+func (f replies) Stream(ctx context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+	return func(yield func(vocab.StreamPart, error) bool) {
+		text, calls, err := f(ctx, req)
+		if err != nil {
+			yield(vocab.StreamPart{}, err)
+			return
+		}
+		if text != "" && !yield(vocab.StreamPart{Kind: vocab.StreamText, Text: text}, nil) {
+			return
+		}
+		for i := range calls {
+			if !yield(vocab.StreamPart{Kind: vocab.StreamToolCall, Call: &calls[i]}, nil) {
+				return
+			}
+		}
+		finish := vocab.FinishStop
+		if len(calls) > 0 {
+			finish = vocab.FinishToolCalls
+		}
+		yield(vocab.StreamPart{Kind: vocab.StreamFinish, Finish: finish}, nil)
+	}
+}
+
+func call(id, name string, args any) vocab.ToolCall {
+	b, _ := json.Marshal(args)
+	return vocab.ToolCall{ID: id, Name: name, Args: b}
+}
+
+func last(req vocab.Request) vocab.Message { return req.Messages[len(req.Messages)-1] }
+
+// parentProvider spawns one sub-agent per word of the prompt after
+// "spawn", then waits for them (when the prompt says "wait"), then
+// answers with what it heard.
+func parentProvider(asked chan<- struct{}) replies {
+	return func(_ context.Context, req vocab.Request) (string, []vocab.ToolCall, error) {
+		m := last(req)
+		if m.Role == vocab.RoleUser && strings.HasPrefix(m.Text(), "spawn") {
+			var calls []vocab.ToolCall
+			for i, w := range strings.Fields(m.Text())[1:] {
+				if w == "wait" {
+					continue
+				}
+				calls = append(calls, call(fmt.Sprintf("spawn_%d", i), agentsvc.ToolSpawn, map[string]string{"task": w}))
+			}
+			return "", calls, nil
+		}
+		if m.Role == vocab.RoleTool && m.Result.Name == agentsvc.ToolSpawn && strings.Contains(firstUser(req).Text(), "wait") {
+			if asked != nil {
+				close(asked)
+			}
+			return "", []vocab.ToolCall{call("wait_1", agentsvc.ToolWait, map[string]string{"timeout": "1m"})}, nil
+		}
+		var heard []string
+		for _, x := range req.Messages {
+			if x.Role == vocab.RoleTool && x.Result.Name == agentsvc.ToolWait || x.Role == vocab.RoleUser && strings.HasPrefix(x.Text(), "[subagent") {
+				heard = append(heard, x.Text())
+			}
+		}
+		return "composed: " + strings.Join(heard, " | "), nil, nil
+	}
+}
+
+func firstUser(req vocab.Request) vocab.Message {
+	for _, m := range req.Messages {
+		if m.Role == vocab.RoleUser {
+			return m
+		}
+	}
+	return vocab.Message{}
+}
+
+// childProvider answers its task once gate is closed; a task "block"
+// waits for cancellation.
+func childProvider(started chan<- vocab.ID, id vocab.ID, gate <-chan struct{}) replies {
+	return func(ctx context.Context, req vocab.Request) (string, []vocab.ToolCall, error) {
+		task := firstUser(req).Text()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return "", nil, context.Cause(ctx)
+			}
+		}
+		if task == "block" {
+			if started != nil {
+				started <- id
+			}
+			<-ctx.Done()
+			return "", nil, context.Cause(ctx)
+		}
+		return "answer(" + task + ")", nil, nil
+	}
+}
+
+func newHost(t *testing.T, o agentsvc.HostOptions, started chan<- vocab.ID) *agentsvc.Host {
+	return newGatedHost(t, o, started, nil, nil)
+}
+
+// newGatedHost's children answer once gate is closed; the parent closes
+// asked when it calls agents_wait.
+func newGatedHost(t *testing.T, o agentsvc.HostOptions, started chan<- vocab.ID, gate <-chan struct{}, asked chan<- struct{}) *agentsvc.Host {
+	t.Helper()
+	if o.Store == nil {
+		o.Store = memory.New()
+	}
+	o.Session = func(info agentsvc.SessionInfo) (agentsvc.Options, error) {
+		if info.Parent == "" {
+			return agentsvc.Options{Provider: parentProvider(asked), NoRunTimeout: true}, nil
+		}
+		return agentsvc.Options{Provider: childProvider(started, info.ID, gate), NoRunTimeout: true}, nil
+	}
+	h, err := agentsvc.NewHost(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return h
+}
+
+func runPrompt(t *testing.T, svc *agentsvc.Service, text string) vocab.PromptResult {
+	t.Helper()
+	p, err := svc.SubmitText(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func transcriptOf(t *testing.T, svc *agentsvc.Service) []vocab.Message {
+	t.Helper()
+	h, err := svc.History(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.Messages()
+}
+
+func TestHostFanOutWaitCompose(t *testing.T) {
+	gate, asked := make(chan struct{}), make(chan struct{})
+	h := newGatedHost(t, agentsvc.HostOptions{}, nil, gate, asked)
+	parent, err := h.Open(context.Background(), "parent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		<-asked // the children answer once the parent waits for them
+		close(gate)
+	}()
+	if res := runPrompt(t, parent, "spawn alpha beta gamma wait"); res.Kind != vocab.PromptCompleted {
+		t.Fatalf("prompt %v", res)
+	}
+	msgs := transcriptOf(t, parent)
+	final := msgs[len(msgs)-1].Text()
+	for _, w := range []string{"alpha", "beta", "gamma"} {
+		if strings.Count(final, "answer("+w+")") != 1 {
+			t.Errorf("final answer %q lacks (or repeats) the answer of %s", final, w)
+		}
+	}
+	// Each end reached the conversation once: in the agents_wait result
+	// that consumed it, or (when the parent's turn claimed the delivery
+	// first) as its notification, the wait then saying so.
+	for _, w := range []string{"alpha", "beta", "gamma"} {
+		n := 0
+		for _, m := range msgs[:len(msgs)-1] {
+			n += strings.Count(m.Text(), "answer("+w+")")
+		}
+		if n != 1 {
+			t.Errorf("the answer of %s reached the parent %d times:\n%v", w, n, msgs)
+		}
+	}
+	ids, err := h.Sessions(context.Background())
+	if err != nil || len(ids) != 4 {
+		t.Fatalf("sessions %v %v", ids, err)
+	}
+	for _, id := range ids {
+		if id != "parent" && !strings.HasPrefix(string(id), "parent/sub-") {
+			t.Errorf("session %s is not the parent's child", id)
+		}
+	}
+}
+
+// Without agents_wait, each end reaches the parent once, as a
+// notification that starts a turn.
+func TestHostDeliversEachEndOnce(t *testing.T) {
+	h := newHost(t, agentsvc.HostOptions{}, nil)
+	parent, err := h.Open(context.Background(), "p2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPrompt(t, parent, "spawn one two")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Both deliveries: wait until the parent's history holds them.
+	var got []string
+	for ev, err := range parent.Events(ctx, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind != vocab.EventKind("input/notify") {
+			continue
+		}
+		in := ev.Payload.(vocab.Input)
+		got = append(got, in.Message.Text())
+		if len(got) == 2 {
+			break
+		}
+	}
+	if err := parent.WhenIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range transcriptOf(t, parent) {
+		if strings.HasPrefix(m.Text(), "[subagent completed]") {
+			n++
+		}
+	}
+	if n != 2 || !strings.Contains(strings.Join(got, "\n"), "answer(one)") || !strings.Contains(strings.Join(got, "\n"), "answer(two)") {
+		t.Fatalf("%d deliveries in the history; notified %q", n, got)
+	}
+}
+
+func TestHostLimits(t *testing.T) {
+	t.Run("five live children", func(t *testing.T) {
+		h := newHost(t, agentsvc.HostOptions{}, nil)
+		parent, _ := h.Open(context.Background(), "p")
+		runPrompt(t, parent, "spawn a b c d e f")
+		var results []vocab.ToolResult
+		for _, m := range transcriptOf(t, parent) {
+			if m.Role == vocab.RoleTool {
+				results = append(results, *m.Result)
+			}
+		}
+		if len(results) != 6 {
+			t.Fatalf("%d results", len(results))
+		}
+		refused := 0
+		for _, r := range results {
+			if r.IsError {
+				refused++
+				if r.Code != vocab.CodeToolRefused || !strings.Contains(r.Content, "limit of 5 live sub-agents") || !strings.Contains(r.Content, "agents_wait") {
+					t.Errorf("refusal %+v", r)
+				}
+			}
+		}
+		if refused != 1 {
+			t.Fatalf("%d spawns refused, want the 6th only", refused)
+		}
+	})
+	t.Run("depth", func(t *testing.T) {
+		h := newHost(t, agentsvc.HostOptions{}, nil)
+		child, err := h.Open(context.Background(), "p/sub-0123456789")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A leaf gets no spawn tool: the model cannot even ask.
+		snap, err := child.Snapshot(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(snap.Core), agentsvc.ToolSpawn) {
+			t.Fatal("a depth-1 session was offered sessions_spawn")
+		}
+		h2 := newHost(t, agentsvc.HostOptions{MaxSpawnDepth: 2}, nil)
+		child2, err := h2.Open(context.Background(), "p/sub-0123456789")
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, _ = child2.Snapshot(context.Background())
+		if !strings.Contains(string(snap.Core), agentsvc.ToolSpawn) {
+			t.Fatal("MaxSpawnDepth 2: a child was not offered sessions_spawn")
+		}
+	})
+	t.Run("running cap queues", func(t *testing.T) {
+		started := make(chan vocab.ID, 8)
+		h := newHost(t, agentsvc.HostOptions{MaxRunningSubAgents: 2}, started)
+		parent, _ := h.Open(context.Background(), "p")
+		runPrompt(t, parent, "spawn block block block")
+		var spawned []string
+		for _, m := range transcriptOf(t, parent) {
+			if m.Role == vocab.RoleTool {
+				spawned = append(spawned, m.Text())
+			}
+		}
+		queued := 0
+		for _, s := range spawned {
+			if strings.Contains(s, "(queued)") {
+				queued++
+			}
+		}
+		if queued != 1 {
+			t.Fatalf("spawns: %q", spawned)
+		}
+		<-started
+		<-started
+		select {
+		case id := <-started:
+			t.Fatalf("a third sub-agent (%s) runs with a cap of 2", id)
+		default:
+		}
+		// Cancelling one running child frees its slot for the queued one.
+		if err := parent.Cancel(vocab.CancelCause{}, agentsvc.CancelOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Cancelling the parent's turn cancels its running children, cause
+// parent, while one of them streams.
+func TestHostCancelPropagates(t *testing.T) {
+	started := make(chan vocab.ID, 4)
+	h := newHost(t, agentsvc.HostOptions{}, started)
+	parent, _ := h.Open(context.Background(), "p")
+	p, err := parent.SubmitText("spawn block block wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := <-started, <-started
+	if err := parent.Cancel(vocab.CancelCause{}, agentsvc.CancelOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if res, err := p.Wait(ctx); err != nil || res.Kind != vocab.PromptCancelled {
+		t.Fatalf("parent %v %v", res, err)
+	}
+	for _, id := range []vocab.ID{c1, c2} {
+		child, err := h.Open(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := child.WhenIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for ev, err := range child.Events(ctx, 0) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Kind == vocab.EventKind("input/cancel") {
+				in := ev.Payload.(vocab.Input)
+				found = in.Cause != nil && in.Cause.Kind == vocab.CancelParent
+			}
+			snap, _ := child.Snapshot(ctx)
+			if ev.Seq == snap.Seq {
+				break
+			}
+		}
+		if !found {
+			t.Errorf("child %s was not cancelled with cause parent", id)
+		}
+	}
+}
+
+// Closing the host with children running ends them all: Close returns
+// and no child is left running.
+func TestHostCloseWithRunningChildren(t *testing.T) {
+	started := make(chan vocab.ID, 4)
+	o := agentsvc.HostOptions{Store: memory.New()}
+	o.Session = func(info agentsvc.SessionInfo) (agentsvc.Options, error) {
+		if info.Parent == "" {
+			return agentsvc.Options{Provider: parentProvider(nil), NoRunTimeout: true, HardStop: 100 * time.Millisecond}, nil
+		}
+		return agentsvc.Options{Provider: childProvider(started, info.ID, nil), NoRunTimeout: true}, nil
+	}
+	h, err := agentsvc.NewHost(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, _ := h.Open(context.Background(), "p")
+	if _, err := parent.SubmitText("spawn block block wait"); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Open(ctx, "p"); vocab.CodeOf(err) != vocab.CodeClosed {
+		t.Fatalf("open after close: %v", err)
+	}
+}
+
+// Many callers opening one session at once share one load.
+func TestHostOpenIsSingleFlight(t *testing.T) {
+	h := newHost(t, agentsvc.HostOptions{}, nil)
+	var wg sync.WaitGroup
+	svcs := make([]*agentsvc.Service, 32)
+	for i := range svcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := h.Open(context.Background(), vocab.ID(fmt.Sprintf("s%d", i%4)))
+			if err != nil {
+				t.Error(err)
+			}
+			svcs[i] = s
+		}()
+	}
+	wg.Wait()
+	for i := range svcs {
+		if svcs[i] != svcs[i%4] {
+			t.Fatalf("Open %d returned another service than Open %d for the same session", i, i%4)
+		}
+	}
+}
+
+func TestHostOptionsValidate(t *testing.T) {
+	s := func(agentsvc.SessionInfo) (agentsvc.Options, error) { return agentsvc.Options{}, nil }
+	for _, o := range []agentsvc.HostOptions{
+		{}, {Store: memory.New()},
+		{Store: memory.New(), Session: s, MaxChildren: -1},
+		{Store: memory.New(), Session: s, MaxSpawnDepth: -1},
+		{Store: memory.New(), Session: s, MaxRunningSubAgents: -1},
+		{Store: memory.New(), Session: s, ArchiveAfter: -time.Second},
+	} {
+		if _, err := agentsvc.NewHost(o); vocab.CodeOf(err) != vocab.CodeBadInput {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
