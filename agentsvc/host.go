@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
@@ -207,6 +208,11 @@ func (h *Host) Open(ctx context.Context, id vocab.ID) (*Service, error) {
 		}
 		close(e.ready)
 		h.mu.Unlock()
+		if err == nil && e.info.Depth < h.opt.MaxSpawnDepth {
+			// The children it spawned before a restart: the first opener
+			// gets the session once they are accounted for.
+			h.recoverChildren(e, svc)
+		}
 		return svc, err
 	}
 	h.mu.Unlock()
@@ -233,10 +239,102 @@ func (h *Host) load(ctx context.Context, e *hosted) (*Service, error) {
 		return nil, err
 	}
 	if e.info.Depth < h.opt.MaxSpawnDepth {
+		// Cancels from now on concern its children (a reopened log holds
+		// old ones).
+		snap, err := svc.Snapshot(ctx)
+		if err != nil {
+			_ = svc.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
 		h.wg.Add(1)
-		go h.watch(e, svc)
+		go h.watch(e, svc, snap.Seq+1)
 	}
 	return svc, nil
+}
+
+// recoverChildren picks up the sub-agents a parent spawned before this
+// host opened it (a restart): the spawning calls are in the parent's
+// history, and each child's id derives from its call. A child that never
+// got its task is closed and reported failed; one whose task ended (the
+// reopen's recovery ends a task cut off by the restart as cancelled) is
+// reported as it ended. Each report is a delivery with the child's
+// delivery id, refused as a duplicate when it was made before the
+// restart: the parent hears of each child once.
+func (h *Host) recoverChildren(e *hosted, svc *Service) {
+	ctx := h.ctx
+	hist, err := svc.History(ctx)
+	if err != nil {
+		return
+	}
+	var calls []vocab.ToolCall
+	for _, m := range hist.All() {
+		for _, c := range m.ToolCalls() {
+			if c.Name == ToolSpawn {
+				calls = append(calls, c)
+			}
+		}
+	}
+	for _, call := range calls {
+		id := childID(e.info.ID, call.ID)
+		h.mu.Lock()
+		known := slices.ContainsFunc(e.children, func(c *child) bool { return c.id == id })
+		h.mu.Unlock()
+		if known {
+			continue
+		}
+		if _, err := h.opt.Store.Latest(ctx, id, vocab.EventPrompt); err != nil {
+			continue // never created: the parent's call ended interrupted
+		}
+		state, detail := h.taskState(ctx, id)
+		csvc, err := h.Open(ctx, id)
+		if err != nil {
+			h.log.Error("agentsvc: sub-agent recovery", "child", id, "err", err)
+			continue
+		}
+		if state == "" || state == "running" || state == "queued" {
+			// Never started, or cut off: its reopen cancelled it.
+			state, detail = h.taskState(ctx, id)
+		}
+		c := &child{id: id, parent: e.info.ID, state: childRunning, svc: csvc, done: make(chan struct{})}
+		var a struct {
+			Task string `json:"task"`
+		}
+		_ = json.Unmarshal(call.Args, &a)
+		c.task = a.Task
+		res := vocab.PromptResult{Kind: vocab.PromptKind(state)}
+		switch res.Kind {
+		case vocab.PromptCompleted, vocab.PromptFailed, vocab.PromptCancelled, vocab.PromptBlocked:
+		default:
+			res = vocab.PromptResult{Kind: vocab.PromptFailed, Err: vocab.Errorf(vocab.CodeCancelled, "interrupted by a restart before it started")}
+			_ = csvc.Close(ctx)
+		}
+		if res.Kind == vocab.PromptFailed && res.Err == nil {
+			res.Err = vocab.Errorf(vocab.CodeInternal, "%s", detail)
+		}
+		h.mu.Lock()
+		e.children = append(e.children, c)
+		h.running++ // end() gives the slot back
+		h.mu.Unlock()
+		h.end(c, res)
+	}
+}
+
+// taskState reads the last state a child's task prompt logged.
+func (h *Host) taskState(ctx context.Context, id vocab.ID) (state, detail string) {
+	task := id + "/task"
+	for r, err := range h.opt.Store.Read(ctx, id, 0) {
+		if err != nil {
+			return state, detail
+		}
+		if r.Kind != vocab.EventPrompt {
+			continue
+		}
+		var p vocab.PromptPayload
+		if json.Unmarshal(r.Payload, &p) == nil && p.Prompt == task {
+			state, detail = p.State, p.Detail
+		}
+	}
+	return state, detail
 }
 
 // Sessions lists the store's sessions, most recently updated first.
@@ -288,9 +386,9 @@ func (h *Host) Close(ctx context.Context) error {
 
 // watch follows a parent's events: a cancelled turn cancels its running
 // children (cause parent); the parent's end closes them.
-func (h *Host) watch(e *hosted, svc *Service) {
+func (h *Host) watch(e *hosted, svc *Service, from uint64) {
 	defer h.wg.Done()
-	for ev, err := range svc.Events(h.ctx, 0) {
+	for ev, err := range svc.Events(h.ctx, from) {
 		if err != nil {
 			break
 		}

@@ -451,3 +451,96 @@ func TestHostOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+// A host that stops without closing (a crash) leaves children mid-task:
+// the next host that opens the parent finds them from the parent's
+// spawning calls, and the parent hears of each once (cancelled by the
+// restart), however many restarts follow.
+func TestHostRecoversChildrenAfterACrash(t *testing.T) {
+	st := memory.New()
+	started := make(chan vocab.ID, 4)
+	// crashed makes a host that is never closed properly: a later host
+	// takes its sessions over (its writers lose their claims), as a new
+	// process would.
+	crashed := func(started chan<- vocab.ID) *agentsvc.Host {
+		o := agentsvc.HostOptions{Store: st}
+		o.Session = func(info agentsvc.SessionInfo) (agentsvc.Options, error) {
+			if info.Parent == "" {
+				return agentsvc.Options{Provider: parentProvider(nil), NoRunTimeout: true}, nil
+			}
+			return agentsvc.Options{Provider: childProvider(started, info.ID, nil), NoRunTimeout: true}, nil
+		}
+		h, err := agentsvc.NewHost(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.Close(context.Background()) })
+		return h
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h1 := crashed(started)
+	p1, err := h1.Open(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPrompt(t, p1, "spawn block block")
+	<-started
+	<-started
+	deliveries := func(p *agentsvc.Service, want int) []string {
+		var got []string
+		for ev, err := range p.Events(ctx, 0) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Kind == vocab.EventKind("input/notify") {
+				got = append(got, ev.Payload.(vocab.Input).Message.Text())
+				if len(got) == want {
+					break
+				}
+			}
+		}
+		return got
+	}
+	h2 := crashed(nil)
+	p2, err := h2.Open(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range deliveries(p2, 2) {
+		if !strings.HasPrefix(g, "[subagent cancelled] p/sub-") {
+			t.Errorf("delivery %q", g)
+		}
+	}
+	// A third host finds the deliveries made: none is repeated.
+	h3 := crashed(nil)
+	p3, err := h3.Open(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p3.Continue(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p3.WhenIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := p3.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ev, err := range p3.Events(ctx, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == vocab.EventKind("input/notify") {
+			n++
+		}
+		if ev.Seq == snap.Seq {
+			break
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d deliveries in the parent's log after two restarts, want 2", n)
+	}
+}
