@@ -104,8 +104,10 @@
 //
 // # Maintenance and damage
 //
-// The writer runs a PASSIVE checkpoint every Options.CheckpointEvery
-// commits and a TRUNCATE checkpoint on Close. Verify runs PRAGMA
+// The writer asks for a PASSIVE checkpoint every Options.CheckpointEvery
+// commits, which a checkpointer goroutine runs on a connection of its own
+// while commits go on (a passive checkpoint never blocks a writer), and
+// runs a TRUNCATE checkpoint on Close. Verify runs PRAGMA
 // integrity_check (never done on Open); Prune deletes old sessions and
 // returns their pages to the file system. Copy a live store with Backup
 // (VACUUM INTO), never with cp: a copy of the database file without its
