@@ -109,7 +109,15 @@ func (t waitTool) Run(ctx context.Context, call vocab.ToolCall, _ func(string)) 
 	var cs []*child
 	if len(a.IDs) == 0 {
 		for _, c := range t.e.children {
-			if c.state == childRunning || c.state == childQueued || c.state == childEnded && !c.consumed && c.note != nil {
+			// An ended child whose done is still open is being delivered:
+			// it is waited for too.
+			delivering := false
+			select {
+			case <-c.done:
+			default:
+				delivering = c.state == childEnded
+			}
+			if c.state == childRunning || c.state == childQueued || c.state == childEnded && !c.consumed && (c.note != nil || delivering) {
 				cs = append(cs, c)
 			}
 		}

@@ -150,8 +150,9 @@ type Store struct {
 // stats counts the writer's work, for tests and benchmarks.
 type stats struct {
 	commits, appends, events, checkpoints atomic.Int64
-	// ckptDue counts the passive checkpoints the writer asked for.
-	ckptDue atomic.Int64
+	// ckptDue counts the passive checkpoints the writer asked the
+	// checkpointer for, ckptInline those it ran itself.
+	ckptDue, ckptInline atomic.Int64
 }
 
 var _ store.Store = (*Store)(nil)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	sqlite3 "modernc.org/sqlite/lib"
@@ -83,6 +84,12 @@ type writer struct {
 	// ckpt asks the checkpointer for a passive checkpoint; ckptDone is
 	// closed when it ended.
 	ckpt, ckptDone chan struct{}
+	// walBytes estimates what the commits wrote to the log since the
+	// last checkpoint the writer ran itself.
+	walBytes int
+	// ckptBehind is set when a background checkpoint did not leave the
+	// log fully copied: the next one runs inline.
+	ckptBehind atomic.Bool
 }
 
 func newWriter(ctx context.Context, s *Store, conn *sql.Conn) (*writer, error) {
@@ -331,7 +338,23 @@ func (w *writer) commit(first *request) {
 	w.s.stats.events.Add(int64(written))
 	w.s.stats.appends.Add(int64(len(batch)))
 	tell()
-	if w.sinceCkpt++; w.sinceCkpt >= w.s.opts.CheckpointEvery {
+	w.walBytes += written * rowOverhead
+	for _, r := range batch {
+		for _, rw := range r.rows {
+			if p, ok := rw.payload.(string); ok {
+				w.walBytes += len(p)
+			}
+		}
+	}
+	if w.ckptBehind.Swap(false) || int64(w.walBytes) >= w.s.opts.JournalSizeLimit {
+		// The last background checkpoint could not copy the whole log
+		// while commits went on, or the commits since the last reset
+		// wrote a journal's worth: this one runs between two
+		// transactions, so the log can be reset and stays bounded (most
+		// of it is usually copied already, so it is short).
+		w.s.stats.ckptInline.Add(1)
+		w.checkpoint(ctx, "PASSIVE")
+	} else if w.sinceCkpt++; w.sinceCkpt >= w.s.opts.CheckpointEvery {
 		// The checkpointer runs it beside the writer: commits go on while
 		// the log is copied into the database (a passive checkpoint never
 		// blocks a writer), so a checkpoint is no latency spike for the
@@ -343,6 +366,7 @@ func (w *writer) commit(first *request) {
 		default:
 		}
 	}
+
 }
 
 // appendOne writes the append r in the transaction under way, under its
@@ -423,6 +447,10 @@ func (w *writer) write(ctx context.Context, r *request) error {
 }
 
 // checkpoint copies the write-ahead log into the database file.
+// rowOverhead is what a row costs in the log beyond its payload (an
+// estimate: page headers, the row's other columns, the index).
+const rowOverhead = 128
+
 // checkpointer runs the passive checkpoints the writer asks for, on a
 // connection of the pool, until the writer shuts down.
 func (w *writer) checkpointer() {
@@ -430,11 +458,16 @@ func (w *writer) checkpointer() {
 	for range w.ckpt {
 		w.s.opts.Failpoint("checkpoint")
 		var busy, log, done int
-		start := time.Now()
+		start, commits := time.Now(), w.s.stats.commits.Load()
 		err := w.s.db.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &done)
 		if err != nil {
 			w.s.log.Warn("sqlite store: checkpoint failed", "mode", "PASSIVE", "err", err)
 			continue
+		}
+		if done < log || w.s.stats.commits.Load() != commits {
+			// Frames were left, or appended meanwhile: the log cannot be
+			// reset until a checkpoint catches up between two commits.
+			w.ckptBehind.Store(true)
 		}
 		w.s.stats.checkpoints.Add(1)
 		w.s.log.Debug("sqlite store: checkpoint", "mode", "PASSIVE", "busy", busy, "walFrames", log, "checkpointed", done, "took", time.Since(start))
@@ -442,7 +475,7 @@ func (w *writer) checkpointer() {
 }
 
 func (w *writer) checkpoint(ctx context.Context, mode string) error {
-	w.sinceCkpt = 0
+	w.sinceCkpt, w.walBytes = 0, 0
 	w.s.opts.Failpoint("checkpoint")
 	var busy, log, done int
 	start := time.Now()

@@ -302,16 +302,18 @@ func TestCheckpointEvery(t *testing.T) {
 	for i := range evs {
 		mustAppend(t, st, sessA, c, evs[i:i+1])
 	}
-	if got := st.stats.ckptDue.Load(); got != 3 {
-		t.Fatalf("%d checkpoints asked for after 10 commits, every 3; want 3", got)
+	// A checkpoint every 3 commits at most: asked of the checkpointer
+	// (which runs them beside the writer), or run by the writer itself
+	// when the one before could not catch up (each resets the count).
+	due, inline := st.stats.ckptDue.Load(), st.stats.ckptInline.Load()
+	if due+inline < 3 || due+inline > 10 {
+		t.Fatalf("%d checkpoints asked for and %d run inline after 10 commits, every 3; want 3 or more", due, inline)
 	}
-	// They run beside the writer (one due while one runs is merged): at
-	// least one ran by the time the store is closed.
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := st.stats.checkpoints.Load(); got < 1 || got > 4 {
-		t.Fatalf("%d checkpoints ran (3 passive asked for, one truncating at close)", got)
+	if got := st.stats.checkpoints.Load(); got < 1+inline {
+		t.Fatalf("%d checkpoints ran, %d of them inline, and one at close", got, inline)
 	}
 	_ = path
 }
