@@ -66,7 +66,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	scriptPath := fs.String("script", "", "run this script instead of the embedded demo")
 	events := fs.String("events", "", `"json" prints the raw event stream as JSON lines`)
 	color := fs.Bool("color", false, "colour the timeline (NO_COLOR disables)")
-	instant := fs.Bool("instant", false, "run on a virtual clock: no real waiting")
+	instant := fs.Bool("instant", false, "run on a virtual clock: no real waiting (not a fan-out script)")
 	prompt := fs.String("prompt", "Make notes.txt say that every transition is logged.", "the prompt to submit")
 	approve := fs.String("approve", "auto", `how the demo answers the approval its edits ask for: "auto" approves, "deny" refuses`)
 	db := fs.String("db", defaultDB, "the SQLite file the session is logged to")
@@ -89,15 +89,32 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	var (
 		script *scripted.Script
+		fan    *fanoutScript
 		err    error
 	)
 	if *scriptPath != "" {
-		script, err = scripted.Load(*scriptPath)
+		script, fan, err = loadDemoScript(*scriptPath)
 	} else {
 		script, err = scripted.Parse(loopchart.DemoScript, "testdata/scripts/demo.json")
 	}
 	if err != nil {
 		return err
+	}
+	if fan != nil {
+		if *resume || *sessionFlag != "" {
+			return fmt.Errorf("%w: a fan-out script (%s) always starts new sessions: --resume and --session do not apply", errUsage, *scriptPath)
+		}
+		if *instant {
+			fmt.Fprintf(stderr, "note: --instant does not apply to a fan-out script: it runs on the real clock\n")
+		}
+		p := *prompt
+		if fan.prompt != "" && !promptSet {
+			p = fan.prompt
+		}
+		return fanoutDemo(ctx, fan, fanoutConfig{
+			db: *db, prompt: p,
+			json: *events == "json", color: *color && os.Getenv("NO_COLOR") == "",
+		}, stdout, stderr)
 	}
 	var clk clock.Clock = clock.Real()
 	var fake *clock.Fake
@@ -164,22 +181,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	// The clock driver runs until the very end: closing an interrupted
 	// session waits on the clock too.
-	driveCtx, stopDriving := context.WithCancel(context.Background())
+	stopDriving := driveClock(fake)
 	defer stopDriving()
-	if fake != nil {
-		go func() {
-			for driveCtx.Err() == nil {
-				// Only to what is due within driveHorizon: the run's
-				// 48 h timeout and the stream watchdog's minutes are
-				// armed during a turn, and must not fire while the demo
-				// merely waits for a goroutine.
-				if fake.WaitForDue(driveCtx, driveHorizon) != nil {
-					return
-				}
-				fake.AdvanceToNextWithin(driveHorizon)
-			}
-		}()
-	}
 	ws, removeWS, err := newDemoWorkspace()
 	if err != nil {
 		return err
@@ -194,29 +197,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	// Edits wait for a person: the demo asks, and answers as --approve
-	// says (a real application shows the question and waits).
-	svc.OnBeforeTool.Register("demo-approval", func(ctx context.Context, c *agentsvc.ToolCallContext, next hooks.Next[*agentsvc.ToolCallContext]) (*agentsvc.ToolCallContext, error) {
-		if c.Call.Name == "edit_file" || c.Call.Name == "write_file" {
-			c.Ask = "Let the agent change " + pathArg(c.Call.Args) + "?"
-		}
-		return next(ctx, c)
-	})
-	var approvals sync.WaitGroup
-	defer approvals.Wait()
-	answer := func(callID string) {
-		d := agentsvc.Approved()
-		if *approve == "deny" {
-			d = agentsvc.Denied("the person running the demo said no")
-		}
-		approvals.Add(1)
-		go func() {
-			defer approvals.Done()
-			if err := svc.Approve(callID, d); err != nil && !errors.Is(err, agentsvc.ErrClosed) {
-				fmt.Fprintf(stderr, "approve %s: %v\n", callID, err)
-			}
-		}()
-	}
+	ap := newApprover(svc, *approve == "deny", stderr)
+	defer ap.wait()
 	how := ""
 	if resumedAt > 0 {
 		how = ", resumed"
@@ -231,7 +213,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			lastEnd = &ev
 		}
 		if p, ok := ev.Payload.(vocab.ApprovalPayload); ok && p.State == vocab.ApprovalRequested && ev.Seq > resumedAt {
-			answer(p.Call.ID)
+			ap.answer(p.Call.ID)
 		}
 		if *events == "json" {
 			_ = enc.Encode(ev)
@@ -286,6 +268,66 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	return nil
 }
+
+// driveClock moves fake, when not nil, to whatever falls due next, until
+// the returned stop is called: --instant.
+func driveClock(fake *clock.Fake) (stop func()) {
+	driveCtx, stopDriving := context.WithCancel(context.Background())
+	if fake != nil {
+		go func() {
+			for driveCtx.Err() == nil {
+				// Only to what is due within driveHorizon: the run's
+				// 48 h timeout and the stream watchdog's minutes are
+				// armed during a turn, and must not fire while the demo
+				// merely waits for a goroutine.
+				if fake.WaitForDue(driveCtx, driveHorizon) != nil {
+					return
+				}
+				fake.AdvanceToNextWithin(driveHorizon)
+			}
+		}()
+	}
+	return stopDriving
+}
+
+// approver makes a session's edits wait for a person: the demo asks, and
+// answers as --approve says (a real application shows the question and
+// waits).
+type approver struct {
+	svc    *agentsvc.Service
+	deny   bool
+	stderr io.Writer
+	wg     sync.WaitGroup
+}
+
+// newApprover registers the approval hook on svc.
+func newApprover(svc *agentsvc.Service, deny bool, stderr io.Writer) *approver {
+	svc.OnBeforeTool.Register("demo-approval", func(ctx context.Context, c *agentsvc.ToolCallContext, next hooks.Next[*agentsvc.ToolCallContext]) (*agentsvc.ToolCallContext, error) {
+		if c.Call.Name == "edit_file" || c.Call.Name == "write_file" {
+			c.Ask = "Let the agent change " + pathArg(c.Call.Args) + "?"
+		}
+		return next(ctx, c)
+	})
+	return &approver{svc: svc, deny: deny, stderr: stderr}
+}
+
+// answer answers the approval asked for callID, on a goroutine of its own.
+func (a *approver) answer(callID string) {
+	d := agentsvc.Approved()
+	if a.deny {
+		d = agentsvc.Denied("the person running the demo said no")
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := a.svc.Approve(callID, d); err != nil && !errors.Is(err, agentsvc.ErrClosed) {
+			fmt.Fprintf(a.stderr, "approve %s: %v\n", callID, err)
+		}
+	}()
+}
+
+// wait waits until every answer was given.
+func (a *approver) wait() { a.wg.Wait() }
 
 // resumed reports what a resume without a prompt ran: the end of the last
 // turn it ran, if any. A turn that did not complete is an error.
@@ -438,7 +480,11 @@ type timeline struct {
 	// resumedAt, when not 0, is the last event written before a resume:
 	// a line marks where the resumed run's events start.
 	resumedAt uint64
-	printed   bool // whether the event being rendered printed a line
+	// whole prints messages and the results of the sub-agent tools
+	// whole, one line of theirs per line, rather than cut to one line:
+	// the fan-out demo, whose point is what the sub-agents answered.
+	whole   bool
+	printed bool // whether the event being rendered printed a line
 }
 
 const (
@@ -471,6 +517,25 @@ func (t *timeline) line(ev vocab.Event, c, text string) {
 		}
 	}
 	fmt.Fprintf(t.w, "%s %-15s %s\n", t.paint(dim, fmt.Sprintf("%7.3fs", ev.At.Sub(t.start).Seconds())), where, t.paint(c, text))
+}
+
+// text prints head and text on a line, cut to max runes; with whole, it
+// prints text whole instead, each further line of it indented under the
+// first.
+func (t *timeline) text(ev vocab.Event, c, head, text string, max int) {
+	if !t.whole {
+		t.line(ev, c, head+displayText(text, max))
+		return
+	}
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	t.line(ev, c, head+displayText(lines[0], 0))
+	indent := strings.Repeat(" ", 27) // under the text of the first line
+	if t.seq {
+		indent += strings.Repeat(" ", 7)
+	}
+	for _, l := range lines[1:] {
+		fmt.Fprintf(t.w, "%s%s\n", indent, t.paint(c, displayText(l, 0)))
+	}
 }
 
 // print renders ev, and reports whether it printed a line: many events
@@ -522,10 +587,10 @@ func (t *timeline) render(ev vocab.Event) {
 	case vocab.MessagePayload:
 		switch ev.Kind {
 		case vocab.EventUserMessage:
-			t.line(ev, bold, "user: "+displayText(p.Message.Text(), 100))
+			t.text(ev, bold, "user: ", p.Message.Text(), 100)
 		case vocab.EventAssistant:
 			if txt := p.Message.Text(); strings.TrimSpace(txt) != "" {
-				t.line(ev, bold, "assistant: "+displayText(txt, 100))
+				t.text(ev, bold, "assistant: ", txt, 100)
 			}
 			for _, c := range p.Message.ToolCalls() {
 				t.line(ev, yellow, fmt.Sprintf("call %s %s(%s)", displayText(c.ID, 0), displayText(c.Name, 0), displayText(string(c.Args), 0)))
@@ -567,7 +632,17 @@ func (t *timeline) render(ev vocab.Event) {
 			if p.Result.IsError {
 				c = red
 			}
-			t.line(ev, c, fmt.Sprintf("result %s: %s", displayText(p.Result.CallID, 0), displayText(p.Result.Content, 100)))
+			head := fmt.Sprintf("result %s: ", displayText(p.Result.CallID, 0))
+			name := p.Call.Name
+			if name == "" {
+				name = p.Result.Name
+			}
+			switch name {
+			case agentsvc.ToolSpawn, agentsvc.ToolWait, agentsvc.ToolSubagents:
+				t.text(ev, c, head, p.Result.Content, 100)
+			default:
+				t.line(ev, c, head+displayText(p.Result.Content, 100))
+			}
 		}
 	case vocab.RetryPayload:
 		t.line(ev, red, fmt.Sprintf("retry: attempt %d failed (%s: %s); attempt %d/%d in %s", p.FailedAttempt, displayText(string(p.Code), 0), displayText(p.Message, 0), p.NextAttempt, p.MaxAttempts, p.Delay))

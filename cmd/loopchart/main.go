@@ -25,6 +25,12 @@
 // prompt too. A demo that ends normally closes its session, which can then
 // no longer be resumed.
 //
+// With a fan-out script (a "parent" script and one script per sub-agent
+// task, see testdata/scripts/fanout.json), the demo opens the session
+// through an agentsvc.Host, whose sub-agents play the script of their
+// task; it prints the parent's timeline and each sub-agent's task, answer
+// and result, on the real clock, always in new sessions, closed at the end.
+//
 // The log commands and inspect only read: they never create a database. Without
 // --session they show the most recently updated session (export and
 // verify: every session). `loopchart log export` is the safe way to copy a
@@ -108,6 +114,15 @@ commands:
         anyway; --resume insists on resuming (an error when nothing is
         unfinished); --session ID opens that session (resumes it when the
         log holds it, else starts it under that id).
+        A fan-out script (testdata/scripts/fanout.json: "parent" and
+        "children" scripts, children keyed by their task) runs a parent
+        that spawns sub-agents (agentsvc.Host: sessions_spawn, agents_wait,
+        subagents), each playing its task's script; the demo prints the
+        parent's timeline, then each sub-agent's id, task, answer and
+        result. It always starts new sessions (--resume and --session do
+        not apply), asks no approval (--approve does not apply) and runs
+        on the real clock: --instant does not apply, as the children's
+        scripted delays are what let the parent reach agents_wait first.
   run --provider openai|anthropic --model M [--base-url URL] [--workspace DIR]
       [--allow-commands] [--db FILE] [--max-tokens N] [--server ROW]
       [--api-key-env VAR] [--thinking-budget N] [--system TEXT]
