@@ -106,8 +106,11 @@
 //
 // The writer asks for a PASSIVE checkpoint every Options.CheckpointEvery
 // commits, which a checkpointer goroutine runs on a connection of its own
-// while commits go on (a passive checkpoint never blocks a writer), and
-// runs a TRUNCATE checkpoint on Close. Verify runs PRAGMA
+// while commits go on (a passive checkpoint never blocks a writer). Such a
+// checkpoint copies the log into the database but cannot reset it while
+// commits go on, so the writer runs one itself, between two transactions,
+// when the log has grown by about Options.JournalSizeLimit: the log stays
+// within about twice that. It runs a TRUNCATE checkpoint on Close. Verify runs PRAGMA
 // integrity_check (never done on Open); Prune deletes old sessions and
 // returns their pages to the file system. Copy a live store with Backup
 // (VACUUM INTO), never with cp: a copy of the database file without its

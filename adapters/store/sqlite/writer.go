@@ -85,15 +85,19 @@ type writer struct {
 	// closed when it ended.
 	ckpt, ckptDone chan struct{}
 	// walBytes estimates what the commits wrote to the log since the
-	// last checkpoint the writer ran itself.
-	walBytes int
-	// ckptBehind is set when a background checkpoint did not leave the
-	// log fully copied: the next one runs inline.
-	ckptBehind atomic.Bool
+	// last checkpoint the writer ran itself; walFrames is the log's
+	// length in frames (pages of pageSize bytes) the last background
+	// checkpoint found.
+	walBytes  int
+	walFrames atomic.Int64
+	pageSize  int64
 }
 
 func newWriter(ctx context.Context, s *Store, conn *sql.Conn) (*writer, error) {
-	w := &writer{s: s, conn: conn, cache: map[vocab.ID]*sessState{}, dataVersion: -1}
+	w := &writer{s: s, conn: conn, cache: map[vocab.ID]*sessState{}, dataVersion: -1, pageSize: 4096}
+	if err := conn.QueryRowContext(ctx, "PRAGMA page_size").Scan(&w.pageSize); err != nil {
+		return nil, err
+	}
 	var err error
 	prep := func(q string) *sql.Stmt {
 		if err != nil {
@@ -346,12 +350,13 @@ func (w *writer) commit(first *request) {
 			}
 		}
 	}
-	if w.ckptBehind.Swap(false) || int64(w.walBytes) >= w.s.opts.JournalSizeLimit {
-		// The last background checkpoint could not copy the whole log
-		// while commits went on, or the commits since the last reset
-		// wrote a journal's worth: this one runs between two
-		// transactions, so the log can be reset and stays bounded (most
-		// of it is usually copied already, so it is short).
+	if int64(w.walBytes) >= w.s.opts.JournalSizeLimit || w.walFrames.Load()*w.pageSize >= 2*w.s.opts.JournalSizeLimit {
+		// The commits since the writer's last checkpoint wrote about a
+		// journal's worth, or the log holds twice that: background
+		// checkpoints, which run while commits go on, copy the log but
+		// cannot reset it, so this one runs between two transactions and
+		// the log is reset (it stays bounded, at about twice
+		// JournalSizeLimit); most of it is copied already, so it is short.
 		w.s.stats.ckptInline.Add(1)
 		w.checkpoint(ctx, "PASSIVE")
 	} else if w.sinceCkpt++; w.sinceCkpt >= w.s.opts.CheckpointEvery {
@@ -458,17 +463,13 @@ func (w *writer) checkpointer() {
 	for range w.ckpt {
 		w.s.opts.Failpoint("checkpoint")
 		var busy, log, done int
-		start, commits := time.Now(), w.s.stats.commits.Load()
+		start := time.Now()
 		err := w.s.db.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &done)
 		if err != nil {
 			w.s.log.Warn("sqlite store: checkpoint failed", "mode", "PASSIVE", "err", err)
 			continue
 		}
-		if done < log || w.s.stats.commits.Load() != commits {
-			// Frames were left, or appended meanwhile: the log cannot be
-			// reset until a checkpoint catches up between two commits.
-			w.ckptBehind.Store(true)
-		}
+		w.walFrames.Store(int64(log))
 		w.s.stats.checkpoints.Add(1)
 		w.s.log.Debug("sqlite store: checkpoint", "mode", "PASSIVE", "busy", busy, "walFrames", log, "checkpointed", done, "took", time.Since(start))
 	}
@@ -476,6 +477,7 @@ func (w *writer) checkpointer() {
 
 func (w *writer) checkpoint(ctx context.Context, mode string) error {
 	w.sinceCkpt, w.walBytes = 0, 0
+	w.walFrames.Store(0)
 	w.s.opts.Failpoint("checkpoint")
 	var busy, log, done int
 	start := time.Now()
