@@ -178,6 +178,10 @@ func infoOf(id vocab.ID) SessionInfo {
 	return info
 }
 
+// ParentOf returns the id of the agent that spawned sub-agent id, or ""
+// for a top-level session.
+func ParentOf(id vocab.ID) vocab.ID { return infoOf(id).Parent }
+
 // childID is the id of the sub-agent a parent's tool call spawns.
 func childID(parent vocab.ID, callID string) vocab.ID {
 	sum := sha256.Sum256([]byte(callID))

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/loopchart/loopchart/adapters/store/sqlite"
+	"github.com/loopchart/loopchart/agentsvc"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -256,5 +257,37 @@ func TestDemoFanoutBadScript(t *testing.T) {
 				t.Errorf("exit %d (want %d), stdout %q, stderr %q (want %q)", code, c.code, out, errOut, c.want)
 			}
 		})
+	}
+}
+
+// log show --tree follows the tree: the parent's timeline, then each
+// sub-agent's below it, indented, in spawn order.
+func TestLogShowTree(t *testing.T) {
+	t.Parallel()
+	db, code, _, errOut := fanoutRun(t, fanoutScriptPath("fanout.json"))
+	if code != 0 {
+		t.Fatalf("demo: exit %d: %s", code, errOut)
+	}
+	kids := childSessions(t, db)
+	if len(kids) != 3 {
+		t.Fatalf("children %v", kids)
+	}
+	parent := agentsvc.ParentOf(kids[0])
+	code, out, errOut := runCmd(t, "log", "show", "--db", db, "--session", string(parent), "--tree")
+	if code != 0 {
+		t.Fatalf("log show --tree: exit %d: %s", code, errOut)
+	}
+	if n := strings.Count(out, "└─ sub-agent of "+string(parent)); n != 3 {
+		t.Fatalf("%d sub-agent sections:\n%s", n, out)
+	}
+	for _, k := range kids {
+		if !strings.Contains(out, "    session "+string(k)+" in ") {
+			t.Errorf("no indented timeline of %s:\n%s", k, out)
+		}
+	}
+	// A child's own tree is its timeline alone (children are leaves).
+	code, out, _ = runCmd(t, "log", "show", "--db", db, "--session", string(kids[0]), "--tree")
+	if code != 0 || strings.Contains(out, "└─") {
+		t.Fatalf("a leaf's tree: exit %d\n%s", code, out)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/loopchart/loopchart/adapters/store"
 	"github.com/loopchart/loopchart/adapters/store/sqlite"
+	"github.com/loopchart/loopchart/agentsvc"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -31,6 +32,7 @@ func logCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		id         *string
 		turn       *int
 		kindPrefix *string
+		tree       *bool
 	)
 	switch sub {
 	case "sessions":
@@ -40,6 +42,7 @@ func logCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		if sub == "show" {
 			turn = fs.Int("turn", 0, "show only this turn")
 			kindPrefix = fs.String("kind", "", "show only the events whose kind starts with this")
+			tree = fs.Bool("tree", false, "then show the session's sub-agents, each below its parent")
 		}
 	default:
 		return fmt.Errorf("%w: unknown log subcommand %q (sessions, show, verify, fold, export)", errUsage, sub)
@@ -68,7 +71,10 @@ func logCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	case "sessions":
 		return logSessions(ctx, st, w)
 	case "show":
-		return logShow(ctx, st, *db, sid, *turn, *kindPrefix, w)
+		if err := logShow(ctx, st, *db, sid, *turn, *kindPrefix, w); err != nil || !*tree {
+			return err
+		}
+		return logTree(ctx, st, *db, sid, *turn, *kindPrefix, w)
 	case "verify":
 		return logVerify(ctx, st, *db, sid, w)
 	case "fold":
@@ -160,6 +166,69 @@ func logShow(ctx context.Context, st store.Store, db string, id vocab.ID, turn i
 		fmt.Fprintln(w, "(no event matches)")
 	}
 	return nil
+}
+
+// logTree shows the sub-agents of a session (the newest when id is
+// empty), each below its parent, their own children below them.
+func logTree(ctx context.Context, st store.Store, db string, id vocab.ID, turn int, kind string, w io.Writer) error {
+	in, err := findSession(ctx, st, db, id)
+	if err != nil {
+		return err
+	}
+	all, err := sessions(ctx, st)
+	if err != nil {
+		return err
+	}
+	// Oldest first: children in the order they were spawned.
+	slices.SortStableFunc(all, func(a, b store.Info) int { return a.Created.Compare(b.Created) })
+	var show func(parent vocab.ID, depth int) error
+	show = func(parent vocab.ID, depth int) error {
+		for _, c := range all {
+			if agentsvc.ParentOf(c.Session) != parent {
+				continue
+			}
+			pw := &prefixWriter{w: w, prefix: strings.Repeat("    ", depth+1), start: true}
+			fmt.Fprintf(w, "\n%s└─ sub-agent of %s\n", strings.Repeat("    ", depth), parent)
+			if err := logShow(ctx, st, db, c.Session, turn, kind, pw); err != nil {
+				return err
+			}
+			if err := show(c.Session, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return show(in.Session, 0)
+}
+
+// prefixWriter writes prefix at the start of every line.
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+	start  bool
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	n := len(b)
+	for len(b) > 0 {
+		if p.start {
+			if _, err := io.WriteString(p.w, p.prefix); err != nil {
+				return 0, err
+			}
+			p.start = false
+		}
+		i := strings.IndexByte(string(b), '\n')
+		if i < 0 {
+			_, err := p.w.Write(b)
+			return n, err
+		}
+		if _, err := p.w.Write(b[:i+1]); err != nil {
+			return 0, err
+		}
+		b = b[i+1:]
+		p.start = true
+	}
+	return n, nil
 }
 
 func orDash(s string) string {

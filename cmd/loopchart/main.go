@@ -4,7 +4,7 @@
 //	loopchart demo [--db FILE] [--new | --resume | --session ID] [--script FILE] [--events json] [--color] [--instant]
 //	loopchart run --provider openai|anthropic --model M [--base-url U] [--workspace DIR] [--allow-commands] [--db FILE] "task"
 //	loopchart log sessions [--db FILE]                  list the logged sessions, newest first
-//	loopchart log show [--db FILE] [--session ID] [--turn N] [--kind K]
+//	loopchart log show [--db FILE] [--session ID] [--turn N] [--kind K] [--tree]
 //	loopchart log verify [--db FILE] [--session ID]     check the file and replay the logs
 //	loopchart log fold [--db FILE] [--session ID]       print a session's folded state as JSON
 //	loopchart log export [--db FILE] [--session ID]     print events as JSON lines
@@ -140,9 +140,10 @@ commands:
         1 otherwise.
   log sessions [--db FILE]
         list the sessions of the log, newest first
-  log show [--db FILE] [--session ID] [--turn N] [--kind PREFIX]
+  log show [--db FILE] [--session ID] [--turn N] [--kind PREFIX] [--tree]
         print a session's timeline (default: the newest session); --kind
-        keeps the events whose kind starts with PREFIX (e.g. tool/, input/)
+        keeps the events whose kind starts with PREFIX (e.g. tool/, input/);
+        --tree then prints its sub-agents' timelines, each below its parent
   log verify [--db FILE] [--session ID]
         check the file's integrity and replay each session's log (or one),
         reporting the first divergence; exit status 1 unless all verify
