@@ -34,7 +34,7 @@ const (
 // subMark separates a sub-agent's id from its parent's: a child's id is
 // PARENT/sub-HASH, HASH derived from the spawning tool call's id, so the
 // child of a call recorded in the parent's log is always the same session.
-const subMark = "/sub-"
+const subMark = vocab.SubAgentMark
 
 // SessionInfo says which session a Host opens, for HostOptions.Session.
 type SessionInfo struct {
@@ -171,16 +171,12 @@ func NewHost(opt HostOptions) (*Host, error) {
 
 // infoOf reads a session's place in the tree from its id.
 func infoOf(id vocab.ID) SessionInfo {
-	info := SessionInfo{ID: id, Depth: strings.Count(string(id), subMark)}
-	if i := strings.LastIndex(string(id), subMark); i >= 0 {
-		info.Parent = id[:i]
-	}
-	return info
+	return SessionInfo{ID: id, Depth: strings.Count(string(id), subMark), Parent: vocab.ParentOf(id)}
 }
 
 // ParentOf returns the id of the agent that spawned sub-agent id, or ""
 // for a top-level session.
-func ParentOf(id vocab.ID) vocab.ID { return infoOf(id).Parent }
+func ParentOf(id vocab.ID) vocab.ID { return vocab.ParentOf(id) }
 
 // childID is the id of the sub-agent a parent's tool call spawns.
 func childID(parent vocab.ID, callID string) vocab.ID {

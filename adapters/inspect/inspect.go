@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,7 +170,7 @@ func (h *Handler) Notify() { h.watch.broadcast() }
 var assets embed.FS
 
 // pages are the HTML templates.
-var pages = template.Must(template.ParseFS(assets, "assets/*.html"))
+var pages = template.Must(template.New("").Funcs(template.FuncMap{"pathEscape": url.PathEscape}).ParseFS(assets, "assets/*.html"))
 
 // routes sets up the handler's mux.
 func (h *Handler) routes() {
@@ -393,11 +395,26 @@ func (h *Handler) sessionPage(w http.ResponseWriter, r *http.Request) {
 		}
 		views = append(views, v)
 	}
+	// The sub-agent tree: its parent, and the sessions it spawned.
+	var children []string
+	page, err := h.db.Sessions(r.Context(), sqlite.SessionQuery{Contains: string(id) + vocab.SubAgentMark, Limit: 1000})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	for _, s := range page.Sessions {
+		if vocab.ParentOf(s.Session) == id {
+			children = append(children, string(s.Session))
+		}
+	}
+	slices.Sort(children)
 	h.html(w, "session.html", map[string]any{
 		"ID":       string(id),
 		"Head":     info.Head,
 		"Machines": views,
 		"Kinds":    kindFilters,
+		"Parent":   string(vocab.ParentOf(id)),
+		"Children": children,
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -573,5 +574,35 @@ func TestCallersStore(t *testing.T) {
 	}
 	if _, err := ro.DataVersion(context.Background()); err != nil {
 		t.Errorf("the caller's store after the handler closed: %v", err)
+	}
+}
+
+// A sub-agent's page links its parent; a parent's page links its own
+// children, not its grandchildren.
+func TestSessionPageLinksTheSubAgentTree(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tree.db")
+	parent := vocab.ID("01JINSPECTPARENT0000000001")
+	child := parent + vocab.SubAgentMark + "0123456789"
+	grandchild := child + vocab.SubAgentMark + "abcdef0123"
+	for _, id := range []vocab.ID{parent, child, grandchild} {
+		writeAgentSession(t, path, id)
+	}
+	h := newHandler(t, path, Options{})
+	_, body := get(t, h, "/s/"+string(parent))
+	if !strings.Contains(body, `<a class="child" href="`+url.PathEscape(string(child))+`">`) {
+		t.Errorf("the parent's page does not link its child:\n%s", body)
+	}
+	if strings.Contains(body, url.PathEscape(string(grandchild))) || strings.Contains(body, `id="parent"`) {
+		t.Errorf("the parent's page links a grandchild or a parent")
+	}
+	res, body := get(t, h, "/s/"+url.PathEscape(string(child)))
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("child page: %s", res.Status)
+	}
+	if !strings.Contains(body, `<a id="parent" href="`+string(parent)+`">`) {
+		t.Errorf("the child's page does not link its parent")
+	}
+	if !strings.Contains(body, `<a class="child" href="`+url.PathEscape(string(grandchild))+`">`) {
+		t.Errorf("the child's page does not link its own child")
 	}
 }
