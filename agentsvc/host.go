@@ -100,8 +100,10 @@ type hosted struct {
 	ready chan struct{} // closed once loading ended
 	svc   *Service
 	err   error
-	// children are the sub-agents this session spawned, in spawn order.
+	// children are the sub-agents this session spawned, in spawn order;
+	// watching is set once its events are followed (watchFrom).
 	children []*child
+	watching bool
 }
 
 // childState is where a sub-agent is.
@@ -238,18 +240,38 @@ func (h *Host) load(ctx context.Context, e *hosted) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.info.Depth < h.opt.MaxSpawnDepth {
-		// Cancels from now on concern its children (a reopened log holds
-		// old ones).
-		snap, err := svc.Snapshot(ctx)
-		if err != nil {
-			_ = svc.Close(context.WithoutCancel(ctx))
-			return nil, err
-		}
-		h.wg.Add(1)
-		go h.watch(e, svc, snap.Seq+1)
-	}
 	return svc, nil
+}
+
+// watchFrom starts following e's events, once, when it spawns its first
+// child (a session that never spawns costs no goroutine). It reads the
+// session's head first: a cancel recorded after it reaches the children;
+// one recorded before it has already cancelled the spawning call's
+// context (a session cancels its work before it answers a query), which
+// the caller checks after watchFrom returns.
+func (h *Host) watchFrom(ctx context.Context, e *hosted) error {
+	h.mu.Lock()
+	if e.watching {
+		h.mu.Unlock()
+		return nil
+	}
+	if h.closed {
+		h.mu.Unlock()
+		return vocab.Errorf(vocab.CodeClosed, "agentsvc: the host is closed")
+	}
+	e.watching = true
+	h.wg.Add(1)
+	h.mu.Unlock()
+	snap, err := e.svc.Snapshot(ctx)
+	if err != nil {
+		h.mu.Lock()
+		e.watching = false
+		h.mu.Unlock()
+		h.wg.Done()
+		return err
+	}
+	go h.watch(e, e.svc, snap.Seq+1)
+	return nil
 }
 
 // recoverChildren picks up the sub-agents a parent spawned before this
@@ -448,6 +470,13 @@ func (h *Host) spawn(ctx context.Context, e *hosted, callID, task string) (*chil
 		return nil, vocab.Errorf(vocab.CodeToolRefused, "spawn depth limit %d reached: a sub-agent cannot spawn sub-agents; do the task yourself", h.opt.MaxSpawnDepth)
 	}
 	id := childID(e.info.ID, callID)
+	if err := h.watchFrom(ctx, e); err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		// The spawning turn is being cancelled.
+		return nil, context.Cause(ctx)
+	}
 	h.mu.Lock()
 	for _, c := range e.children {
 		if c.id == id {
