@@ -101,9 +101,9 @@ type hosted struct {
 	svc   *Service
 	err   error
 	// children are the sub-agents this session spawned, in spawn order;
-	// watching is set once its events are followed (watchFrom).
+	// watch is set once its events are followed (watchFrom).
 	children []*child
-	watching bool
+	watch    *watchStart
 }
 
 // childState is where a sub-agent is.
@@ -251,27 +251,44 @@ func (h *Host) load(ctx context.Context, e *hosted) (*Service, error) {
 // the caller checks after watchFrom returns.
 func (h *Host) watchFrom(ctx context.Context, e *hosted) error {
 	h.mu.Lock()
-	if e.watching {
-		h.mu.Unlock()
-		return nil
-	}
 	if h.closed {
 		h.mu.Unlock()
 		return vocab.Errorf(vocab.CodeClosed, "agentsvc: the host is closed")
 	}
-	e.watching = true
+	if w := e.watch; w != nil {
+		// Started, or starting: wait for the outcome.
+		h.mu.Unlock()
+		select {
+		case <-w.ready:
+			return w.err
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	w := &watchStart{ready: make(chan struct{})}
+	e.watch = w
 	h.wg.Add(1)
 	h.mu.Unlock()
 	snap, err := e.svc.Snapshot(ctx)
 	if err != nil {
 		h.mu.Lock()
-		e.watching = false
+		e.watch = nil // the next spawn tries again
 		h.mu.Unlock()
+		w.err = err
+		close(w.ready)
 		h.wg.Done()
 		return err
 	}
 	go h.watch(e, e.svc, snap.Seq+1)
+	close(w.ready)
 	return nil
+}
+
+// watchStart is the start of a parent's watch: ready is closed once it
+// started (err nil) or failed.
+type watchStart struct {
+	ready chan struct{}
+	err   error
 }
 
 // recoverChildren picks up the sub-agents a parent spawned before this
@@ -450,11 +467,11 @@ func (h *Host) childrenOf(e *hosted, states ...childState) []*child {
 func (h *Host) cancelChild(c *child) {
 	h.mu.Lock()
 	if c.state == childQueued {
+		// It never started: it ends here, and its parent hears of it.
 		h.waiting = slices.DeleteFunc(h.waiting, func(w *child) bool { return w == c })
-		c.state = childEnded
-		c.result = vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: &vocab.CancelCause{Kind: vocab.CancelParent}}
-		close(c.done)
+		c.state = childRunning // end() moves it on
 		h.mu.Unlock()
+		h.finish(c, vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: &vocab.CancelCause{Kind: vocab.CancelParent}}, false)
 		return
 	}
 	svc := c.svc
@@ -548,9 +565,17 @@ func (h *Host) start(c *child) {
 
 // end records a child's end, frees its slot for the next queued child,
 // delivers the end to the parent and arms the archive timer.
-func (h *Host) end(c *child, res vocab.PromptResult) {
+func (h *Host) end(c *child, res vocab.PromptResult) { h.finish(c, res, true) }
+
+// finish is end; held says whether the child held a running slot.
+func (h *Host) finish(c *child, res vocab.PromptResult, held bool) {
 	answer := ""
-	if hist, err := c.svc.History(context.WithoutCancel(h.ctx)); err == nil {
+	h.mu.Lock()
+	svc := c.svc
+	h.mu.Unlock()
+	if svc == nil {
+		// Cancelled before it was even opened: nothing to read.
+	} else if hist, err := svc.History(context.WithoutCancel(h.ctx)); err == nil {
 		for i := hist.Len() - 1; i >= 0; i-- {
 			if m := hist.At(i); m.Role == vocab.RoleAssistant && m.Text() != "" {
 				answer = m.Text()
@@ -560,7 +585,9 @@ func (h *Host) end(c *child, res vocab.PromptResult) {
 	}
 	h.mu.Lock()
 	c.state, c.result, c.answer = childEnded, res, answer
-	h.running--
+	if held {
+		h.running--
+	}
 	var next *child
 	if len(h.waiting) > 0 && h.running < h.opt.MaxRunningSubAgents && !h.closed {
 		next = h.waiting[0]
@@ -599,8 +626,11 @@ func (h *Host) archive(c *child) {
 	}
 	c.state = childArchived
 	delete(h.sessions, c.id)
+	svc := c.svc
 	h.mu.Unlock()
-	_ = c.svc.Close(context.WithoutCancel(h.ctx))
+	if svc != nil {
+		_ = svc.Close(context.WithoutCancel(h.ctx))
+	}
 }
 
 // deliveryText is what a parent is told of a child's end.

@@ -63,6 +63,9 @@ func parentProvider(asked chan<- struct{}) replies {
 				}
 				calls = append(calls, call(fmt.Sprintf("spawn_%d", i), agentsvc.ToolSpawn, map[string]string{"task": w}))
 			}
+			if len(calls) == 0 {
+				return "nothing to spawn", nil, nil
+			}
 			return "", calls, nil
 		}
 		if m.Role == vocab.RoleTool && m.Result.Name == agentsvc.ToolSpawn && strings.Contains(firstUser(req).Text(), "wait") {

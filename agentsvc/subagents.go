@@ -143,15 +143,20 @@ func (t waitTool) Run(ctx context.Context, call vocab.ToolCall, _ func(string)) 
 	expired := make(chan struct{})
 	timer := h.clock.AfterFunc(timeout, func() { close(expired) })
 	defer timer.Stop()
-	var b strings.Builder
-	waiting := 0
+	// Wait first, consume after: a wait cut off by its context takes no
+	// end away from its deliveries.
 	for _, c := range cs {
 		select {
 		case <-c.done:
+			continue
 		case <-expired:
 		case <-ctx.Done():
 			return vocab.ToolResult{}, context.Cause(ctx)
 		}
+		break
+	}
+	var b strings.Builder
+	for _, c := range cs {
 		select {
 		case <-c.done:
 			h.mu.Lock()
@@ -163,7 +168,6 @@ func (t waitTool) Run(ctx context.Context, call vocab.ToolCall, _ func(string)) 
 			}
 			fmt.Fprintf(&b, "%s\n", deliveryText(c.id, res, answer))
 		default:
-			waiting++
 			fmt.Fprintf(&b, "[subagent running] %s: still running after %v\n", c.id, timeout)
 		}
 	}

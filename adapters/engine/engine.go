@@ -421,9 +421,11 @@ func (e *Engine) Approve(callID string, d vocab.Decision, reason string, args js
 
 // Approvals lists the tool calls awaiting approval, in the model's order.
 func (e *Engine) Approvals(ctx context.Context) ([]session.PendingApproval, error) {
-	var out []session.PendingApproval
-	err := e.query(ctx, func(c *session.Core) { out = c.Approvals() })
-	return out, err
+	out := new([]session.PendingApproval)
+	if err := e.query(ctx, func(c *session.Core) { *out = c.Approvals() }); err != nil {
+		return nil, err
+	}
+	return *out, nil
 }
 
 // Withdraw takes a still-queued input (prompt, steer, injected message,
@@ -519,42 +521,54 @@ func (e *Engine) Events(ctx context.Context, from uint64) iter.Seq2[vocab.Event,
 
 // History returns a read-only view of the conversation.
 func (e *Engine) History(ctx context.Context) (vocab.History, error) {
-	var h vocab.History
-	err := e.query(ctx, func(c *session.Core) { h = c.History() })
-	return h, err
+	// A query given up (ctx) may still run on the lane later: its result
+	// is read only when it ran.
+	h := new(vocab.History)
+	if err := e.query(ctx, func(c *session.Core) { *h = c.History() }); err != nil {
+		return vocab.History{}, err
+	}
+	return *h, nil
 }
 
 // State reports the agent's and the running turn's leaf states ("" when no
 // turn runs).
 func (e *Engine) State(ctx context.Context) (agentState, turnState string, err error) {
-	err = e.query(ctx, func(c *session.Core) { agentState, turnState = c.State() })
-	return
+	r := new([2]string)
+	if err := e.query(ctx, func(c *session.Core) { r[0], r[1] = c.State() }); err != nil {
+		return "", "", err
+	}
+	return r[0], r[1], nil
 }
 
 // Seq reports the sequence number of the last event.
 func (e *Engine) Seq(ctx context.Context) (uint64, error) {
-	var n uint64
-	err := e.query(ctx, func(c *session.Core) { n = c.Seq() })
-	return n, err
+	n := new(uint64)
+	if err := e.query(ctx, func(c *session.Core) { *n = c.Seq() }); err != nil {
+		return 0, err
+	}
+	return *n, nil
 }
 
 // Status reports the public status, "idle" or "running".
 func (e *Engine) Status(ctx context.Context) (string, error) {
-	var s string
-	err := e.query(ctx, func(c *session.Core) { s = string(c.Status()) })
-	return s, err
+	st := new(string)
+	if err := e.query(ctx, func(c *session.Core) { *st = string(c.Status()) }); err != nil {
+		return "", err
+	}
+	return *st, nil
 }
 
 // Snapshot returns the core's versioned snapshot (JSON), taken between two
 // batches of inputs.
 func (e *Engine) Snapshot(ctx context.Context) ([]byte, error) {
-	var b []byte
-	var serr error
-	err := e.query(ctx, func(c *session.Core) { b, serr = c.Snapshot() })
-	if err != nil {
+	r := new(struct {
+		b   []byte
+		err error
+	})
+	if err := e.query(ctx, func(c *session.Core) { r.b, r.err = c.Snapshot() }); err != nil {
 		return nil, err
 	}
-	return b, serr
+	return r.b, r.err
 }
 
 // Stats counts the lane's moving parts, for tests that must know when a
