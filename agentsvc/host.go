@@ -104,6 +104,9 @@ type hosted struct {
 	// watch is set once its events are followed (watchFrom).
 	children []*child
 	watch    *watchStart
+	// waits are the ends each agents_wait call took, by call id, until
+	// the call's recorded result says whether they reached the parent.
+	waits map[string][]*child
 }
 
 // childState is where a sub-agent is.
@@ -431,6 +434,9 @@ func (h *Host) watch(e *hosted, svc *Service, from uint64) {
 		if err != nil {
 			break
 		}
+		if ev.Kind == vocab.EventToolResult {
+			h.settleWait(e, ev)
+		}
 		if ev.Kind == vocab.EventKind("input/"+string(vocab.InCancel)) {
 			for _, c := range h.childrenOf(e, childRunning, childQueued) {
 				h.cancelChild(c)
@@ -642,6 +648,50 @@ func deliveryText(id vocab.ID, res vocab.PromptResult, answer string) string {
 		return "[subagent cancelled] " + string(id) + ": " + res.String()
 	}
 	return "[subagent failed] " + string(id) + ": " + res.String()
+}
+
+// settleWait reads the recorded result of an agents_wait call: when the
+// call was cut off (its result is not the one it returned), the ends it
+// took are delivered again, so none is lost.
+func (h *Host) settleWait(e *hosted, ev vocab.Event) {
+	p, ok := ev.Payload.(vocab.ToolPayload)
+	if !ok || p.Call.Name != ToolWait || p.Result == nil {
+		return
+	}
+	h.mu.Lock()
+	took := e.waits[p.Call.ID]
+	delete(e.waits, p.Call.ID)
+	h.mu.Unlock()
+	if p.Result.IsError && p.Result.Code == vocab.CodeToolAborted {
+		for _, c := range took {
+			h.redeliver(c)
+		}
+	}
+}
+
+// redeliver delivers a child's end again, after an agents_wait that took
+// it was cut off (its result, holding the end, may not be recorded).
+func (h *Host) redeliver(c *child) {
+	h.mu.Lock()
+	parent := h.sessions[c.parent]
+	c.consumed = false
+	res, answer := c.result, c.answer
+	h.mu.Unlock()
+	if parent == nil || parent.svc == nil || h.ctx.Err() != nil {
+		return
+	}
+	msg := vocab.UserText(deliveryText(c.id, res, answer))
+	msg.ID = c.id + "/delivery-again"
+	n, err := parent.svc.Notify(msg, NotifyOptions{})
+	if err != nil {
+		if vocab.CodeOf(err) != vocab.CodeClosed && vocab.CodeOf(err) != vocab.CodeDuplicateID {
+			h.log.Error("agentsvc: sub-agent delivery refused", "child", c.id, "err", err)
+		}
+		return
+	}
+	h.mu.Lock()
+	c.note = n
+	h.mu.Unlock()
 }
 
 // consume takes a child's result for agents_wait: its pending delivery is

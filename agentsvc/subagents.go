@@ -156,6 +156,28 @@ func (t waitTool) Run(ctx context.Context, call vocab.ToolCall, _ func(string)) 
 		break
 	}
 	var b strings.Builder
+	var consumed []*child
+	defer func() {
+		if len(consumed) == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			// The call was cut off while it took the ends: its result
+			// will not be recorded, so they are delivered again.
+			for _, c := range consumed {
+				h.redeliver(c)
+			}
+			return
+		}
+		// Whether its result is recorded is known once the parent logs
+		// it: the host's watch of the parent settles it (settleWait).
+		h.mu.Lock()
+		if t.e.waits == nil {
+			t.e.waits = map[string][]*child{}
+		}
+		t.e.waits[call.ID] = consumed
+		h.mu.Unlock()
+	}()
 	for _, c := range cs {
 		select {
 		case <-c.done:
@@ -166,6 +188,7 @@ func (t waitTool) Run(ctx context.Context, call vocab.ToolCall, _ func(string)) 
 				fmt.Fprintf(&b, "%s: %s (already delivered above)\n", c.id, res)
 				continue
 			}
+			consumed = append(consumed, c)
 			fmt.Fprintf(&b, "%s\n", deliveryText(c.id, res, answer))
 		default:
 			fmt.Fprintf(&b, "[subagent running] %s: still running after %v\n", c.id, timeout)
