@@ -2,11 +2,11 @@ package agentsvc_test
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"testing"
