@@ -43,6 +43,12 @@ type SessionInfo struct {
 	// session) and Depth its depth (0 top level, 1 a child…).
 	Parent vocab.ID
 	Depth  int
+	// System and Tools are what the spawning call asked for: a system
+	// prompt, and the names of the tools to keep (empty: all). The host
+	// applies them to the options Session returns; a sub-agent reopened
+	// later gets them back from the configuration its log recorded.
+	System string
+	Tools  []string
 }
 
 // HostOptions configure a Host.
@@ -87,7 +93,9 @@ type Host struct {
 
 	mu       sync.Mutex
 	sessions map[vocab.ID]*hosted
-	closed   bool
+	// specs are what spawning calls asked for, until their child opens.
+	specs  map[vocab.ID]spawnSpec
+	closed bool
 	// running counts sub-agents holding a slot; waiting are spawned
 	// children queued for one, first come first served.
 	running int
@@ -163,7 +171,7 @@ func NewHost(opt HostOptions) (*Host, error) {
 	if opt.ArchiveAfter == 0 {
 		opt.ArchiveAfter = DefaultArchiveAfter
 	}
-	h := &Host{opt: opt, clock: opt.Clock, log: opt.Logger, sessions: map[vocab.ID]*hosted{}}
+	h := &Host{opt: opt, clock: opt.Clock, log: opt.Logger, sessions: map[vocab.ID]*hosted{}, specs: map[vocab.ID]spawnSpec{}}
 	if h.clock == nil {
 		h.clock = clock.Real()
 	}
@@ -232,9 +240,39 @@ func (h *Host) Open(ctx context.Context, id vocab.ID) (*Service, error) {
 // load opens a session with its options and, for an agent that may spawn,
 // the sub-agent tools.
 func (h *Host) load(ctx context.Context, e *hosted) (*Service, error) {
+	if e.info.Parent != "" {
+		h.mu.Lock()
+		spec, ok := h.specs[e.info.ID]
+		delete(h.specs, e.info.ID)
+		h.mu.Unlock()
+		if !ok {
+			spec = h.loggedSpec(ctx, e.info.ID)
+		}
+		e.info.System, e.info.Tools = spec.System, spec.Tools
+	}
 	opt, err := h.opt.Session(e.info)
 	if err != nil {
 		return nil, err
+	}
+	if e.info.System != "" {
+		opt.System = e.info.System
+	}
+	if len(e.info.Tools) > 0 {
+		var kept []vocab.Tool
+		var names []string
+		for _, t := range opt.Tools {
+			name := t.Spec().Name
+			names = append(names, name)
+			if slices.Contains(e.info.Tools, name) {
+				kept = append(kept, t)
+			}
+		}
+		for _, want := range e.info.Tools {
+			if !slices.Contains(names, want) && !isHostTool(want) {
+				return nil, vocab.Errorf(vocab.CodeBadInput, "no tool %q for a sub-agent (there are: %s)", want, strings.Join(names, ", "))
+			}
+		}
+		opt.Tools = kept
 	}
 	if e.info.Depth < h.opt.MaxSpawnDepth {
 		opt.Tools = append(slices.Clone(opt.Tools), spawnTool{h, e}, waitTool{h, e}, subagentsTool{h, e})
@@ -292,6 +330,49 @@ func (h *Host) watchFrom(ctx context.Context, e *hosted) error {
 type watchStart struct {
 	ready chan struct{}
 	err   error
+}
+
+// spawnSpec is what a spawning call asked for besides the task.
+type spawnSpec struct {
+	System string
+	Tools  []string
+}
+
+func isHostTool(name string) bool {
+	return name == ToolSpawn || name == ToolWait || name == ToolSubagents
+}
+
+// loggedSpec reads the system prompt and tool names a sub-agent was
+// first opened with, from the configuration its log recorded (a
+// reopened child keeps what its spawn asked for).
+func (h *Host) loggedSpec(ctx context.Context, id vocab.ID) spawnSpec {
+	var spec spawnSpec
+	for r, err := range h.opt.Store.Read(ctx, id, 0) {
+		if err != nil || r.Kind != vocab.EventKind("input/"+string(vocab.InOpen)) {
+			if err != nil {
+				return spec
+			}
+			continue
+		}
+		var in struct {
+			Config struct {
+				System string `json:"system"`
+				Tools  []struct {
+					Name string `json:"name"`
+				} `json:"tools"`
+			} `json:"config"`
+		}
+		if json.Unmarshal(r.Payload, &in) == nil {
+			spec.System = in.Config.System
+			for _, t := range in.Config.Tools {
+				if !isHostTool(t.Name) {
+					spec.Tools = append(spec.Tools, t.Name)
+				}
+			}
+		}
+		return spec
+	}
+	return spec
 }
 
 // recoverChildren picks up the sub-agents a parent spawned before this
@@ -488,7 +569,7 @@ func (h *Host) cancelChild(c *child) {
 }
 
 // spawn starts (or queues) the child of parent e for a tool call.
-func (h *Host) spawn(ctx context.Context, e *hosted, callID, task string) (*child, error) {
+func (h *Host) spawn(ctx context.Context, e *hosted, callID, task string, spec spawnSpec) (*child, error) {
 	if e.info.Depth+1 > h.opt.MaxSpawnDepth {
 		return nil, vocab.Errorf(vocab.CodeToolRefused, "spawn depth limit %d reached: a sub-agent cannot spawn sub-agents; do the task yourself", h.opt.MaxSpawnDepth)
 	}
@@ -519,11 +600,13 @@ func (h *Host) spawn(ctx context.Context, e *hosted, callID, task string) (*chil
 	}
 	c := &child{id: id, parent: e.info.ID, task: task, state: childQueued, done: make(chan struct{})}
 	e.children = append(e.children, c)
+	h.specs[id] = spec
 	h.mu.Unlock()
 	svc, err := h.Open(ctx, id)
 	if err != nil {
 		h.mu.Lock()
 		e.children = slices.DeleteFunc(e.children, func(x *child) bool { return x == c })
+		delete(h.specs, id)
 		h.mu.Unlock()
 		return nil, err
 	}

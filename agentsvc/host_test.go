@@ -547,3 +547,97 @@ func TestHostRecoversChildrenAfterACrash(t *testing.T) {
 		t.Fatalf("%d deliveries in the parent's log after two restarts, want 2", n)
 	}
 }
+
+type namedTool string
+
+func (n namedTool) Spec() vocab.ToolSpec { return vocab.ToolSpec{Name: string(n), NoAccess: true} }
+func (n namedTool) Run(context.Context, vocab.ToolCall, func(string)) (vocab.ToolResult, error) {
+	return vocab.ToolResult{Content: string(n)}, nil
+}
+
+// A spawn may give its child a system prompt and a subset of the tools;
+// the child keeps them when it is reopened by another host. A tool the
+// child cannot have is refused at the spawn.
+func TestSpawnSystemAndToolSubset(t *testing.T) {
+	st := memory.New()
+	var mu sync.Mutex
+	seen := map[vocab.ID][]string{} // child → "system|tools" of each request
+	newH := func(spawnArgs map[string]any) *agentsvc.Host {
+		o := agentsvc.HostOptions{Store: st}
+		o.Session = func(info agentsvc.SessionInfo) (agentsvc.Options, error) {
+			tools := []vocab.Tool{namedTool("alpha"), namedTool("beta")}
+			if info.Parent == "" {
+				return agentsvc.Options{NoRunTimeout: true, Tools: tools, Provider: replies(func(_ context.Context, req vocab.Request) (string, []vocab.ToolCall, error) {
+					if m := last(req); m.Role == vocab.RoleUser {
+						return "", []vocab.ToolCall{call("spawn_x", agentsvc.ToolSpawn, spawnArgs)}, nil
+					}
+					return "spawned", nil, nil
+				})}, nil
+			}
+			return agentsvc.Options{NoRunTimeout: true, Tools: tools, System: "default", Provider: replies(func(_ context.Context, req vocab.Request) (string, []vocab.ToolCall, error) {
+				var names []string
+				for _, s := range req.Tools {
+					names = append(names, s.Name)
+				}
+				mu.Lock()
+				seen[info.ID] = append(seen[info.ID], req.System+"|"+strings.Join(names, ","))
+				mu.Unlock()
+				return "done", nil, nil
+			})}, nil
+		}
+		h, err := agentsvc.NewHost(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.Close(context.Background()) })
+		return h
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h1 := newH(map[string]any{"task": "x", "system": "be brief", "tools": []string{"beta"}})
+	p, err := h1.Open(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPrompt(t, p, "go")
+	kids := spawnedChildren(t, p)
+	if len(kids) != 1 {
+		t.Fatalf("spawned %v:\n%s", kids, dumpHistory(t, p))
+	}
+	c1, err := h1.Open(ctx, kids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.WhenIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Another host reopens the child: it keeps its system prompt and tools.
+	h2 := newH(nil)
+	c2, err := h2.Open(ctx, kids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPrompt(t, c2, "again")
+	mu.Lock()
+	got := seen[kids[0]]
+	mu.Unlock()
+	if len(got) != 2 || got[0] != "be brief|beta" || got[1] != "be brief|beta" {
+		t.Fatalf("the child's requests: %q", got)
+	}
+	// A tool the child cannot have: the spawn is refused.
+	h3 := newH(map[string]any{"task": "y", "tools": []string{"gamma"}})
+	p3, err := h3.Open(ctx, "p3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPrompt(t, p3, "go")
+	var res *vocab.ToolResult
+	for _, m := range transcriptOf(t, p3) {
+		if m.Role == vocab.RoleTool {
+			res = m.Result
+		}
+	}
+	if res == nil || !res.IsError || !strings.Contains(res.Content, `no tool "gamma"`) {
+		t.Fatalf("spawn with an unknown tool: %+v", res)
+	}
+}

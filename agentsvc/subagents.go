@@ -46,12 +46,16 @@ type spawnTool struct {
 func (spawnTool) Spec() vocab.ToolSpec {
 	return vocab.ToolSpec{Name: ToolSpawn, NoAccess: true,
 		Description: "Start a sub-agent on a task. Returns its id at once; its answer arrives later as a [subagent completed] notification, or wait for it with agents_wait.",
-		Schema:      json.RawMessage(`{"type":"object","properties":{"task":{"type":"string","description":"what the sub-agent should do, self-contained"}},"required":["task"],"additionalProperties":false}`)}
+		Schema: json.RawMessage(`{"type":"object","properties":{"task":{"type":"string","description":"what the sub-agent should do, self-contained"},` +
+			`"system":{"type":"string","description":"a system prompt of its own (optional)"},` +
+			`"tools":{"type":"array","items":{"type":"string"},"description":"the names of the tools it may use (optional; default: all of yours)"}},"required":["task"],"additionalProperties":false}`)}
 }
 
 func (t spawnTool) Run(ctx context.Context, call vocab.ToolCall, _ func(string)) (vocab.ToolResult, error) {
 	var a struct {
-		Task string `json:"task"`
+		Task   string   `json:"task"`
+		System string   `json:"system"`
+		Tools  []string `json:"tools"`
 	}
 	if r := decodeArgs(call, &a); r != nil {
 		return *r, nil
@@ -59,9 +63,9 @@ func (t spawnTool) Run(ctx context.Context, call vocab.ToolCall, _ func(string))
 	if strings.TrimSpace(a.Task) == "" {
 		return refused(call, "sessions_spawn needs a task"), nil
 	}
-	c, err := t.h.spawn(ctx, t.e, call.ID, a.Task)
+	c, err := t.h.spawn(ctx, t.e, call.ID, a.Task, spawnSpec{System: a.System, Tools: a.Tools})
 	if err != nil {
-		if vocab.CodeOf(err) == vocab.CodeToolRefused {
+		if code := vocab.CodeOf(err); code == vocab.CodeToolRefused || code == vocab.CodeBadInput {
 			return refused(call, "%s", vocab.AsError(err).Message), nil
 		}
 		return vocab.ToolResult{}, err
