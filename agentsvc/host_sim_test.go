@@ -169,7 +169,19 @@ func simulateHost(t *testing.T, seed uint64) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("seed %d: %s never heard of %d of its %d children:\n%s", seed, id, missing, len(want), dumpHistory(t, svc))
+					var kids strings.Builder
+					for _, c := range want {
+						if got[c] == 0 {
+							cs, err := h.Open(ctx, c)
+							if err != nil {
+								fmt.Fprintf(&kids, "%s: %v\n", c, err)
+								continue
+							}
+							snap, _ := cs.Snapshot(ctx)
+							fmt.Fprintf(&kids, "%s: %s %s %s\n%s", c, snap.Status, snap.Agent, snap.Turn, dumpHistory(t, cs))
+						}
+					}
+					t.Fatalf("seed %d: %s never heard of %d of its %d children:\n%s\nthose children:\n%s", seed, id, missing, len(want), dumpHistory(t, svc), kids.String())
 				}
 				// The deliveries are on their way: wait for the next event.
 				snap, _ := svc.Snapshot(ctx)

@@ -568,7 +568,7 @@ func TestSpawnSystemAndToolSubset(t *testing.T) {
 			tools := []vocab.Tool{namedTool("alpha"), namedTool("beta")}
 			if info.Parent == "" {
 				return agentsvc.Options{NoRunTimeout: true, Tools: tools, Provider: replies(func(_ context.Context, req vocab.Request) (string, []vocab.ToolCall, error) {
-					if m := last(req); m.Role == vocab.RoleUser {
+					if m := last(req); m.Role == vocab.RoleUser && m.Text() == "go" {
 						return "", []vocab.ToolCall{call("spawn_x", agentsvc.ToolSpawn, spawnArgs)}, nil
 					}
 					return "spawned", nil, nil
