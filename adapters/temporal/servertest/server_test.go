@@ -525,33 +525,11 @@ func (r *rig) startWorkerProcess(contentPath, dir string, noSticky bool) *exec.C
 // call lost with its worker is reported interrupted.
 func TestWorkerKilledMidTurn(t *testing.T) {
 	r := newRig(t)
-	dir := t.TempDir()
-	contentPath := filepath.Join(dir, "content.db")
-	shared, err := lt.OpenSQLiteContent(context.Background(), contentPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = shared.Close() })
-	r.content = shared
-	cmd := r.startWorkerProcess(contentPath, dir, false)
+	dir, cmd := r.workerProcessSharingContent()
 	ctx := ctxT(t, 2*time.Minute)
 	r.start("killed", lt.Options{HeartbeatTimeout: 2 * time.Second})
 	id := r.submit(ctx, "killed", "block please")
-	marker := filepath.Join(dir, "started-call_a")
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the tool never started in the worker process")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	killWhenStarted(ctx, t, cmd, filepath.Join(dir, "started-call_a"))
 	p := &Provider{}
 	r.worker(p, Block{})
 	res := r.wait(ctx, "killed", id)
@@ -675,15 +653,7 @@ func TestCancelDuringModelRequest(t *testing.T) {
 // lost; its new result is the one recorded.
 func TestIdempotentToolRunsAgainOnANewWorker(t *testing.T) {
 	r := newRig(t)
-	dir := t.TempDir()
-	contentPath := filepath.Join(dir, "content.db")
-	shared, err := lt.OpenSQLiteContent(context.Background(), contentPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = shared.Close() })
-	r.content = shared
-	cmd := r.startWorkerProcess(contentPath, dir, false)
+	dir, cmd := r.workerProcessSharingContent()
 	ctx := ctxT(t, 2*time.Minute)
 	specs := Specs()
 	for i := range specs {
@@ -696,21 +666,7 @@ func TestIdempotentToolRunsAgainOnANewWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := r.submit(ctx, "idempotent", "block please")
-	marker := filepath.Join(dir, "started-call_a")
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the tool never started in the worker process")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	killWhenStarted(ctx, t, cmd, filepath.Join(dir, "started-call_a"))
 	r.worker(&Provider{}, Block{Release: true})
 	if res := r.wait(ctx, "idempotent", id); res.Kind != vocab.PromptCompleted {
 		t.Fatalf("prompt %+v", res)
@@ -787,4 +743,39 @@ func TestSubmitsAcrossContinueAsNew(t *testing.T) {
 		t.Fatalf("%d messages, %d runs", len(h), sum.Runs)
 	}
 	t.Logf("30 prompts over %d runs", sum.Runs)
+}
+
+// workerProcessSharingContent starts a worker process whose content store
+// (an SQLite file in a new directory) the rig's own workers share.
+func (r *rig) workerProcessSharingContent() (dir string, cmd *exec.Cmd) {
+	r.t.Helper()
+	dir = r.t.TempDir()
+	contentPath := filepath.Join(dir, "content.db")
+	shared, err := lt.OpenSQLiteContent(context.Background(), contentPath)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { _ = shared.Close() })
+	r.content = shared
+	return dir, r.startWorkerProcess(contentPath, dir, false)
+}
+
+// killWhenStarted SIGKILLs the worker process once its block tool wrote
+// marker (the tool runs in the other process: its file is the signal).
+func killWhenStarted(ctx context.Context, t *testing.T, cmd *exec.Cmd, marker string) {
+	t.Helper()
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the tool never started in the worker process")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
 }
