@@ -513,7 +513,12 @@ func (h *Host) watch(e *hosted, svc *Service, from uint64) {
 	defer h.wg.Done()
 	for ev, err := range svc.Events(h.ctx, from) {
 		if err != nil {
-			break
+			// The host closing (its context), or a stream that could not
+			// go on: neither says the parent closed, so its children stay.
+			if h.ctx.Err() == nil {
+				h.log.Error("agentsvc: following a parent's events stopped", "parent", e.info.ID, "err", err)
+			}
+			return
 		}
 		if ev.Kind == vocab.EventToolResult {
 			h.settleWait(e, ev)
@@ -524,14 +529,14 @@ func (h *Host) watch(e *hosted, svc *Service, from uint64) {
 			}
 		}
 	}
-	if h.ctx.Err() != nil {
-		return // the host closes everything itself
-	}
-	// The parent is closed: so are its children.
+	// The stream ended: the parent is closed, and so are its children.
 	for _, c := range h.childrenOf(e, childRunning, childQueued, childEnded) {
 		h.cancelChild(c)
-		if c.svc != nil {
-			_ = c.svc.Close(context.WithoutCancel(h.ctx))
+		h.mu.Lock()
+		csvc := c.svc
+		h.mu.Unlock()
+		if csvc != nil {
+			_ = csvc.Close(context.WithoutCancel(h.ctx))
 		}
 	}
 }

@@ -641,3 +641,34 @@ func TestSpawnSystemAndToolSubset(t *testing.T) {
 		t.Fatalf("spawn with an unknown tool: %+v", res)
 	}
 }
+
+// A parent closed on its own (not through the host) closes its children:
+// no child outlives its closed parent.
+func TestHostClosedParentClosesChildren(t *testing.T) {
+	started := make(chan vocab.ID, 2)
+	h := newHost(t, agentsvc.HostOptions{}, started)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	parent, err := h.Open(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPrompt(t, parent, "spawn block")
+	id := <-started
+	if err := parent.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	child, err := h.Open(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The child's event stream ends when the child is closed.
+	for _, err := range child.Events(ctx, 0) {
+		if err != nil {
+			t.Fatalf("the child was not closed: %v", err)
+		}
+	}
+	if _, err := child.SubmitText("more"); vocab.CodeOf(err) != vocab.CodeClosed {
+		t.Fatalf("the child after its parent closed: %v", err)
+	}
+}

@@ -149,15 +149,8 @@ func (t waitTool) Run(ctx context.Context, call vocab.ToolCall, _ func(string)) 
 	defer timer.Stop()
 	// Wait first, consume after: a wait cut off by its context takes no
 	// end away from its deliveries.
-	for _, c := range cs {
-		select {
-		case <-c.done:
-			continue
-		case <-expired:
-		case <-ctx.Done():
-			return vocab.ToolResult{}, context.Cause(ctx)
-		}
-		break
+	if err := waitEnds(ctx, cs, expired); err != nil {
+		return vocab.ToolResult{}, err
 	}
 	var b strings.Builder
 	var consumed []*child
@@ -199,6 +192,21 @@ func (t waitTool) Run(ctx context.Context, call vocab.ToolCall, _ func(string)) 
 		}
 	}
 	return vocab.ToolResult{Content: strings.TrimRight(b.String(), "\n")}, nil
+}
+
+// waitEnds waits until every child of cs ended or expired is closed; it
+// fails with ctx's cause when ctx ends first.
+func waitEnds(ctx context.Context, cs []*child, expired <-chan struct{}) error {
+	for _, c := range cs {
+		select {
+		case <-c.done:
+		case <-expired:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
 }
 
 // subagentsTool is subagents: list, steer or cancel a child.

@@ -476,16 +476,18 @@ func (w *writer) checkpointer() {
 }
 
 func (w *writer) checkpoint(ctx context.Context, mode string) error {
-	w.sinceCkpt, w.walBytes = 0, 0
-	w.walFrames.Store(0)
+	w.sinceCkpt = 0
 	w.s.opts.Failpoint("checkpoint")
 	var busy, log, done int
 	start := time.Now()
 	err := w.conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &log, &done)
 	if err != nil {
+		// (The log's growth still counts: the next commit tries again.)
 		w.s.log.Warn("sqlite store: checkpoint failed", "mode", mode, "err", err)
 		return err
 	}
+	w.walBytes = 0
+	w.walFrames.Store(0)
 	w.s.stats.checkpoints.Add(1)
 	w.s.log.Debug("sqlite store: checkpoint", "mode", mode, "busy", busy, "walFrames", log, "checkpointed", done, "took", time.Since(start))
 	return nil
