@@ -1,6 +1,7 @@
 package agentsvc_test
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -10,5 +11,8 @@ import (
 // service a test or example starts must be closed, and Close must leave
 // nothing behind.
 func TestMain(m *testing.M) {
+	if db := os.Getenv(hostCrashEnv); db != "" {
+		os.Exit(runHostCrashChild(db))
+	}
 	goleak.VerifyTestMain(m)
 }
