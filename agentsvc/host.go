@@ -1,6 +1,7 @@
 package agentsvc
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -141,6 +142,12 @@ type child struct {
 	// once an agents_wait took its result instead.
 	note     *Notification
 	consumed bool
+	// after and turn order the deliveries of the children one cancel of
+	// their parent ends: a child's delivery waits for after (the
+	// previous such child's turn, or the cancelled turn's end) and
+	// closes turn once made, so they reach the parent in spawn order
+	// after the parent's own last results, whatever the timing.
+	after, turn chan struct{}
 }
 
 // NewHost returns a host over opt.Store.
@@ -472,8 +479,11 @@ func (h *Host) Sessions(ctx context.Context) ([]vocab.ID, error) {
 	return ids, nil
 }
 
-// Close closes every session the host opened, children before their
-// parents, and waits for the host's goroutines.
+// Close closes every session the host opened: it first stops them all
+// (each takes no more input, starts no more work and cancels what runs),
+// so that no session, parent or child, starts work while another is
+// still closing, then waits for each. It returns once all of them,
+// sub-agents included, are closed, or ctx ends.
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
 	if h.closed {
@@ -486,22 +496,35 @@ func (h *Host) Close(ctx context.Context) error {
 		all = append(all, e)
 	}
 	h.mu.Unlock()
-	// Deepest first: no child outlives its parent.
-	slices.SortFunc(all, func(a, b *hosted) int { return b.info.Depth - a.info.Depth })
-	var errs []error
-	for _, e := range all {
+	// Parents first: a child stopped before its parent would end, and its
+	// end could feed the parent one more step.
+	slices.SortFunc(all, func(a, b *hosted) int {
+		return cmp.Or(a.info.Depth-b.info.Depth, strings.Compare(string(a.info.ID), string(b.info.ID)))
+	})
+	errs := make([]error, len(all))
+	for i, e := range all {
 		select {
 		case <-e.ready:
 		case <-ctx.Done():
-			errs = append(errs, context.Cause(ctx))
+			errs[i] = context.Cause(ctx)
 			continue
 		}
 		if e.svc != nil {
-			if err := e.svc.Close(ctx); err != nil && vocab.CodeOf(err) != vocab.CodeClosed {
-				errs = append(errs, err)
-			}
+			errs[i] = e.svc.beginClose(ctx)
 		}
 	}
+	var wg sync.WaitGroup
+	for i, e := range all {
+		if errs[i] != nil || e.svc == nil {
+			continue
+		}
+		wg.Go(func() {
+			if err := e.svc.Close(ctx); err != nil && vocab.CodeOf(err) != vocab.CodeClosed {
+				errs[i] = err
+			}
+		})
+	}
+	wg.Wait()
 	h.cancel(vocab.Errorf(vocab.CodeClosed, "agentsvc: the host is closed"))
 	h.wg.Wait()
 	return errors.Join(errs...)
@@ -511,6 +534,18 @@ func (h *Host) Close(ctx context.Context) error {
 // children (cause parent); the parent's end closes them.
 func (h *Host) watch(e *hosted, svc *Service, from uint64) {
 	defer h.wg.Done()
+	// The watch starts in a turn (the one whose call spawned the first
+	// child). The ends a cancel causes are delivered once the cancelled
+	// turn has ended, in spawn order (see child.after).
+	inTurn := true
+	var gate chan struct{} // closed when the cancelled turn ended
+	open := func() {
+		if gate != nil {
+			close(gate)
+			gate = nil
+		}
+	}
+	defer open()
 	for ev, err := range svc.Events(h.ctx, from) {
 		if err != nil {
 			// The host closing (its context), or a stream that could not
@@ -520,24 +555,75 @@ func (h *Host) watch(e *hosted, svc *Service, from uint64) {
 			}
 			return
 		}
-		if ev.Kind == vocab.EventToolResult {
+		switch ev.Kind {
+		case vocab.EventToolResult:
 			h.settleWait(e, ev)
-		}
-		if ev.Kind == vocab.EventKind("input/"+string(vocab.InCancel)) {
-			for _, c := range h.childrenOf(e, childRunning, childQueued) {
-				h.cancelChild(c)
+		case vocab.EventTurnStart:
+			inTurn = true
+		case vocab.EventTurnEnd:
+			inTurn = false
+			open()
+		case vocab.EventKind("input/" + string(vocab.InCancel)), vocab.EventKind("input/" + string(vocab.InClose)):
+			// A close cancels the parent's work at once: its children go
+			// with it now, not when its close ends.
+			if gate == nil {
+				gate = make(chan struct{})
+			}
+			h.cancelChildren(e, gate)
+			if !inTurn {
+				open()
 			}
 		}
 	}
 	// The stream ended: the parent is closed, and so are its children.
-	for _, c := range h.childrenOf(e, childRunning, childQueued, childEnded) {
-		h.cancelChild(c)
+	if gate == nil {
+		gate = make(chan struct{})
+	}
+	h.cancelChildren(e, gate)
+	open()
+	for _, c := range h.childrenOf(e, childRunning, childEnded) {
 		h.mu.Lock()
 		csvc := c.svc
 		h.mu.Unlock()
 		if csvc != nil {
 			_ = csvc.Close(context.WithoutCancel(h.ctx))
 		}
+	}
+}
+
+// cancelChildren cancels e's queued and running children (cause parent)
+// and chains their deliveries behind gate, in spawn order. The queued
+// ones are taken off the queue before any running one is cancelled: a
+// running child's end frees its slot for the next queued child, which
+// must not be a sibling about to be cancelled.
+func (h *Host) cancelChildren(e *hosted, gate chan struct{}) {
+	h.mu.Lock()
+	var queued, running []*child
+	prev := gate
+	for _, c := range e.children {
+		if c.turn != nil || c.state != childQueued && c.state != childRunning {
+			continue // ended, or already cancelled by an earlier cancel
+		}
+		c.after, c.turn = prev, make(chan struct{})
+		prev = c.turn
+		if c.state == childQueued {
+			h.waiting = slices.DeleteFunc(h.waiting, func(w *child) bool { return w == c })
+			c.state = childRunning // finish moves it on
+			queued = append(queued, c)
+		} else {
+			running = append(running, c)
+		}
+	}
+	h.mu.Unlock()
+	for _, c := range queued {
+		// It never started: it ends here, once its turn to be delivered
+		// comes.
+		h.wg.Go(func() {
+			h.finish(c, vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: &vocab.CancelCause{Kind: vocab.CancelParent}}, false)
+		})
+	}
+	for _, c := range running {
+		h.cancelChild(c)
 	}
 }
 
@@ -561,7 +647,7 @@ func (h *Host) cancelChild(c *child) {
 	if c.state == childQueued {
 		// It never started: it ends here, and its parent hears of it.
 		h.waiting = slices.DeleteFunc(h.waiting, func(w *child) bool { return w == c })
-		c.state = childRunning // end() moves it on
+		c.state = childRunning // finish moves it on
 		h.mu.Unlock()
 		h.finish(c, vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: &vocab.CancelCause{Kind: vocab.CancelParent}}, false)
 		return
@@ -593,9 +679,9 @@ func (h *Host) spawn(ctx context.Context, e *hosted, callID, task string, spec s
 			return c, nil // the same call again
 		}
 	}
-	live := 0
+	live := 0 // neither ended nor archived
 	for _, c := range e.children {
-		if c.state != childArchived {
+		if c.state == childQueued || c.state == childRunning {
 			live++
 		}
 	}
@@ -690,11 +776,26 @@ func (h *Host) finish(c *child, res vocab.PromptResult, held bool) {
 		next.state = childRunning
 	}
 	parent := h.sessions[c.parent]
+	closing := h.closed
+	after, turn := c.after, c.turn
 	h.mu.Unlock()
 	if next != nil {
 		h.start(next)
 	}
-	if parent != nil && parent.svc != nil && h.ctx.Err() == nil {
+	if turn != nil {
+		defer close(turn)
+		select {
+		case <-after:
+		case <-h.ctx.Done():
+		}
+		h.mu.Lock()
+		closing = h.closed
+		h.mu.Unlock()
+	}
+	// A host that is closing delivers nothing: the parent would only
+	// start a turn to be cancelled. The parent's next open reports the
+	// end instead (recoverChildren).
+	if parent != nil && parent.svc != nil && !closing {
 		msg := vocab.UserText(deliveryText(c.id, res, answer))
 		msg.ID = c.id + "/delivery"
 		n, err := parent.svc.Notify(msg, NotifyOptions{})

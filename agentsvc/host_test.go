@@ -255,7 +255,10 @@ func TestHostDeliversEachEndOnce(t *testing.T) {
 
 func TestHostLimits(t *testing.T) {
 	t.Run("five live children", func(t *testing.T) {
-		h := newHost(t, agentsvc.HostOptions{}, nil)
+		// The children answer only once gate closes: all five are live
+		// when the sixth spawn comes.
+		gate := make(chan struct{})
+		h := newGatedHost(t, agentsvc.HostOptions{}, nil, gate, nil)
 		parent, _ := h.Open(context.Background(), "p")
 		runPrompt(t, parent, "spawn a b c d e f")
 		var results []vocab.ToolResult
@@ -267,17 +270,67 @@ func TestHostLimits(t *testing.T) {
 		if len(results) != 6 {
 			t.Fatalf("%d results", len(results))
 		}
-		refused := 0
-		for _, r := range results {
-			if r.IsError {
-				refused++
-				if r.Code != vocab.CodeToolRefused || !strings.Contains(r.Content, "limit of 5 live sub-agents") || !strings.Contains(r.Content, "agents_wait") {
-					t.Errorf("refusal %+v", r)
-				}
+		for i, r := range results {
+			if i < 5 && r.IsError {
+				t.Fatalf("spawn %d refused: %+v", i+1, r)
 			}
 		}
-		if refused != 1 {
-			t.Fatalf("%d spawns refused, want the 6th only", refused)
+		if r := results[5]; !r.IsError || r.Code != vocab.CodeToolRefused || !strings.Contains(r.Content, "limit of 5 live sub-agents") || !strings.Contains(r.Content, "agents_wait") {
+			t.Fatalf("the 6th spawn: %+v", r)
+		}
+		// Ended children are not live: once the five answered (their
+		// ends delivered), a spawn is taken again.
+		close(gate)
+		waitDeliveries(t, parent, 5)
+		runPrompt(t, parent, "spawn g")
+		h2 := transcriptOf(t, parent)
+		for i := len(h2) - 1; i >= 0; i-- {
+			if m := h2[i]; m.Role == vocab.RoleTool && m.Result.Name == agentsvc.ToolSpawn {
+				if m.Result.IsError {
+					t.Fatalf("a spawn after the five ended was refused: %s", m.Text())
+				}
+				break
+			}
+		}
+	})
+	t.Run("eight running across the host", func(t *testing.T) {
+		// Two parents: five children and four, all blocking; eight run,
+		// the ninth queues.
+		started := make(chan vocab.ID, 16)
+		h := newHost(t, agentsvc.HostOptions{}, started)
+		p1, _ := h.Open(context.Background(), "p1")
+		p2, _ := h.Open(context.Background(), "p2")
+		runPrompt(t, p1, "spawn block block block block block")
+		for range 5 {
+			<-started
+		}
+		runPrompt(t, p2, "spawn block block block block")
+		for range 3 {
+			<-started
+		}
+		var spawned []string
+		for _, m := range transcriptOf(t, p2) {
+			if m.Role == vocab.RoleTool {
+				spawned = append(spawned, m.Text())
+			}
+		}
+		if len(spawned) != 4 || strings.Contains(strings.Join(spawned[:3], "\n"), "(queued)") || !strings.Contains(spawned[3], "(queued)") {
+			t.Fatalf("p2's spawns (the 6th to 9th of the host): %q", spawned)
+		}
+		select {
+		case id := <-started:
+			t.Fatalf("a ninth sub-agent (%s) runs with a cap of 8", id)
+		default:
+		}
+		// Cancelling p1 ends its five: the queued ninth starts.
+		if err := p1.Cancel(vocab.CancelCause{}, agentsvc.CancelOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if id := <-started; agentsvc.ParentOf(id) != "p2" {
+			t.Fatalf("%s started after p1's cancel, want p2's queued child", id)
+		}
+		if err := p2.Cancel(vocab.CancelCause{}, agentsvc.CancelOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	})
 	t.Run("depth", func(t *testing.T) {
@@ -302,6 +355,15 @@ func TestHostLimits(t *testing.T) {
 		snap, _ = child2.Snapshot(context.Background())
 		if !strings.Contains(string(snap.Core), agentsvc.ToolSpawn) {
 			t.Fatal("MaxSpawnDepth 2: a child was not offered sessions_spawn")
+		}
+		// Its own children (depth 2) are leaves again.
+		grandchild, err := h2.Open(context.Background(), "p/sub-0123456789/sub-abcdef0123")
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, _ = grandchild.Snapshot(context.Background())
+		if strings.Contains(string(snap.Core), agentsvc.ToolSpawn) {
+			t.Fatal("MaxSpawnDepth 2: a depth-2 session was offered sessions_spawn")
 		}
 	})
 	t.Run("running cap queues", func(t *testing.T) {
@@ -670,5 +732,27 @@ func TestHostClosedParentClosesChildren(t *testing.T) {
 	}
 	if _, err := child.SubmitText("more"); vocab.CodeOf(err) != vocab.CodeClosed {
 		t.Fatalf("the child after its parent closed: %v", err)
+	}
+}
+
+// waitDeliveries follows svc's events until n sub-agent deliveries were
+// recorded.
+func waitDeliveries(t *testing.T, svc *agentsvc.Service, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got := 0
+	for ev, err := range svc.Events(ctx, 0) {
+		if err != nil {
+			t.Fatalf("%v after %d deliveries", err, got)
+		}
+		if in, ok := ev.Payload.(vocab.Input); ok && in.Kind == vocab.InNotify && in.Message != nil && strings.HasPrefix(in.Message.Text(), "[subagent ") {
+			if got++; got == n {
+				break
+			}
+		}
+	}
+	if err := svc.WhenIdle(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

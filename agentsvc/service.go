@@ -608,6 +608,10 @@ func (s *Service) Close(ctx context.Context) error {
 	return err
 }
 
+// beginClose starts closing the session (it takes no input and starts no
+// work from then on) without waiting for its work; Close waits.
+func (s *Service) beginClose(ctx context.Context) error { return s.eng.BeginClose(ctx) }
+
 // Snapshot is a consistent picture of a session.
 type Snapshot struct {
 	Session vocab.ID

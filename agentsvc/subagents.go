@@ -43,8 +43,11 @@ type spawnTool struct {
 	e *hosted
 }
 
+// Spec declares no access: a spawn runs alone, so the spawns of one
+// reply start (or queue for a running slot) in the order the model wrote
+// them, whatever the timing.
 func (spawnTool) Spec() vocab.ToolSpec {
-	return vocab.ToolSpec{Name: ToolSpawn, NoAccess: true,
+	return vocab.ToolSpec{Name: ToolSpawn,
 		Description: "Start a sub-agent on a task. Returns its id at once; its answer arrives later as a [subagent completed] notification, or wait for it with agents_wait.",
 		Schema: json.RawMessage(`{"type":"object","properties":{"task":{"type":"string","description":"what the sub-agent should do, self-contained"},` +
 			`"system":{"type":"string","description":"a system prompt of its own (optional)"},` +

@@ -49,6 +49,22 @@ func (e *Engine) Close(ctx context.Context) error {
 	return nil
 }
 
+// BeginClose starts the close Close does and returns once the session
+// took it: from then on it takes no input and starts no work, and its
+// work is being cancelled. A later Close waits for the rest. Closing many
+// sessions at once, a caller begins every close before it waits for any,
+// so none of them starts work while another is still closing.
+func (e *Engine) BeginClose(ctx context.Context) error {
+	if reentrant(ctx, e) {
+		return vocab.Errorf(vocab.CodeReentrant, "BeginClose called from a tool or hook of its own session")
+	}
+	err := e.callCtx(ctx, item{in: vocab.Input{Kind: vocab.InClose, At: e.opt.Clock.Now(), ID: e.newID()}})
+	if err != nil && vocab.CodeOf(err) == vocab.CodeClosed {
+		return nil
+	}
+	return err
+}
+
 // stopper waits for every piece of work to end (or the close deadline),
 // then tells the core the session's work has stopped.
 func (e *Engine) stopper() {
