@@ -3,6 +3,7 @@ package agentsvc_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"strings"
@@ -754,5 +755,105 @@ func waitDeliveries(t *testing.T, svc *agentsvc.Service, n int) {
 	}
 	if err := svc.WhenIdle(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// blockingTool runs until its context ends and reports the cause it saw.
+type blockingTool struct {
+	running chan<- vocab.ID
+	causes  chan<- error
+	id      vocab.ID
+}
+
+func (b blockingTool) Spec() vocab.ToolSpec { return vocab.ToolSpec{Name: "slow", NoAccess: true} }
+func (b blockingTool) Run(ctx context.Context, call vocab.ToolCall, _ func(string)) (vocab.ToolResult, error) {
+	b.running <- b.id
+	<-ctx.Done()
+	b.causes <- context.Cause(ctx)
+	return vocab.ToolResult{}, context.Cause(ctx)
+}
+
+// Cancelling the parent while its children are inside a tool call
+// cancels the calls' contexts (cause parent); each call gets its aborted
+// result, so the children's transcripts stay valid, and the parent hears
+// of each child once.
+func TestHostCancelDuringChildToolCall(t *testing.T) {
+	running := make(chan vocab.ID, 4)
+	causes := make(chan error, 4)
+	o := agentsvc.HostOptions{Store: memory.New()}
+	o.Session = func(info agentsvc.SessionInfo) (agentsvc.Options, error) {
+		if info.Parent == "" {
+			return agentsvc.Options{Provider: parentProvider(nil), NoRunTimeout: true}, nil
+		}
+		child := replies(func(_ context.Context, req vocab.Request) (string, []vocab.ToolCall, error) {
+			if last(req).Role == vocab.RoleUser {
+				return "", []vocab.ToolCall{call("slow_1", "slow", map[string]string{})}, nil
+			}
+			return "done", nil, nil
+		})
+		return agentsvc.Options{Provider: child, NoRunTimeout: true, Tools: []vocab.Tool{blockingTool{running, causes, info.ID}}}, nil
+	}
+	h, err := agentsvc.NewHost(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := h.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	parent, _ := h.Open(ctx, "p")
+	p, err := parent.SubmitText("spawn x y wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := <-running, <-running
+	if err := parent.Cancel(vocab.CancelCause{}, agentsvc.CancelOptions{KeepInbox: true}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		var cause vocab.CancelCause
+		if err := <-causes; !errors.As(err, &cause) || cause.Kind != vocab.CancelParent {
+			t.Errorf("a child's tool saw cause %v, want its parent's cancel", err)
+		}
+	}
+	if res, err := p.Wait(ctx); err != nil || res.Kind != vocab.PromptCancelled {
+		t.Fatalf("parent %v %v", res, err)
+	}
+	for _, id := range []vocab.ID{c1, c2} {
+		child, err := h.Open(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := child.WhenIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var calls, results int
+		for _, m := range transcriptOf(t, child) {
+			calls += len(m.ToolCalls())
+			if m.Role == vocab.RoleTool {
+				results++
+				if !m.Result.IsError || m.Result.Code != vocab.CodeToolAborted {
+					t.Errorf("child %s: the cut-off call's result %+v", id, *m.Result)
+				}
+			}
+		}
+		if calls != 1 || results != 1 {
+			t.Errorf("child %s: %d calls, %d results", id, calls, results)
+		}
+	}
+	// Each end reaches the parent once (KeepInbox: the deliveries stay
+	// queued; Continue runs them).
+	if err := parent.Continue(); err != nil {
+		t.Fatal(err)
+	}
+	waitDeliveries(t, parent, 2)
+	heard := answeredChildren(t, parent)
+	for _, id := range []vocab.ID{c1, c2} {
+		if heard[id] != 1 {
+			t.Errorf("the parent heard of %s %d times", id, heard[id])
+		}
 	}
 }
