@@ -1266,3 +1266,50 @@ func TestPanickingSinkAnswersTheCaller(t *testing.T) {
 // (WaitForDue): a day, short of the run's 48 h timeout, which every turn
 // arms.
 const asleep = 24 * time.Hour
+
+// BeginClose returns once the session took the close, before its work
+// ended: the session refuses input from then on, its work is cancelled,
+// and a later Close waits for the rest (here a model request that
+// returns only when the test lets it).
+func TestBeginClose(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	release := make(chan struct{})
+	asked := make(chan struct{})
+	prov := providerFunc(func(ctx context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+		return func(yield func(vocab.StreamPart, error) bool) {
+			close(asked)
+			<-ctx.Done()
+			<-release // ignores its cancellation until released
+			yield(vocab.StreamPart{}, context.Cause(ctx))
+		}
+	})
+	h := start(t, Options{Provider: prov})
+	ctx := testCtx(t)
+	p, err := h.e.Submit(vocab.UserText("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-asked
+	if err := h.e.BeginClose(ctx); err != nil {
+		t.Fatalf("BeginClose: %v", err)
+	}
+	if _, err := h.e.Steer(vocab.UserText("more")); vocab.CodeOf(err) != vocab.CodeClosed {
+		t.Fatalf("Steer after BeginClose: %v, want %s", err, vocab.CodeClosed)
+	}
+	if st := h.e.Stats(); st.Workers != 1 {
+		t.Fatalf("the request's worker is gone before it returned: %+v", st)
+	}
+	if err := h.e.BeginClose(ctx); err != nil {
+		t.Fatalf("a second BeginClose: %v", err)
+	}
+	close(release)
+	if err := h.e.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if st := h.e.Stats(); st.Workers != 0 {
+		t.Fatalf("after Close: %+v", st)
+	}
+	if res, err := p.Wait(ctx); err != nil || res.Kind != vocab.PromptCancelled {
+		t.Fatalf("prompt %v %v", res, err)
+	}
+}
