@@ -27,6 +27,10 @@ func (c *Core) apply(in vocab.Input) error {
 		c.cause = *in.Cause
 		c.emitInput(in)
 		c.fireNow(agent.Cancel{Cause: *in.Cause, KeepInbox: in.KeepInbox})
+		if c.yielded != "" && c.turn == nil {
+			// The yielded prompt is the work a cancel ends.
+			c.resolve(c.yielded, vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: in.Cause})
+		}
 		c.ack(in)
 	case vocab.InHooks:
 		c.emitInput(in)

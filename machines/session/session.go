@@ -323,6 +323,9 @@ type Core struct {
 	usedList []vocab.ID
 	callIDs  map[string]struct{}
 	prompts  []vocab.ID // prompts waiting for a result, in submission order
+	// yielded is the prompt whose turn ended yielded (a sessions_yield):
+	// it stays open, without a result, until the next turn resumes it.
+	yielded vocab.ID
 	// blocking is the prompt the gate is blocking in the fire being
 	// settled.
 	blocking vocab.ID
@@ -413,8 +416,18 @@ func (c *Core) State() (agentState, turnState string) {
 }
 
 // Status returns the public status: running while a turn runs, a prompt
-// is judged or the session closes; idle otherwise.
+// is judged or the session closes; StatusYielded while no turn runs and
+// a prompt waits, yielded, for the turn that resumes it; idle otherwise.
 func (c *Core) Status() agent.PublicStatus { return c.status }
+
+// StatusYielded is the public status of a session resting with a yielded
+// prompt (see Yielded). The agent machine itself knows only idle and
+// running: yielding is the session's bookkeeping.
+const StatusYielded agent.PublicStatus = "yielded"
+
+// Yielded returns the prompt a turn ended yielded ("" when none): it has
+// no result yet; the next turn (a notification's, a steer's) resumes it.
+func (c *Core) Yielded() vocab.ID { return c.yielded }
 
 // Step applies one input. An error means the input was rejected: no state
 // changed and nothing was logged. Otherwise the input is recorded as an

@@ -337,6 +337,11 @@ type sim struct {
 	terminated *vocab.LoopPayload
 	// turnPrompt is the prompt the open turn runs for ("" when none).
 	turnPrompt vocab.ID
+	// yielded is the prompt resting yielded ("" when none); yieldEnd is
+	// set by a turn/end yielded until its prompt/yield (or its absence,
+	// for a turn of no prompt) is checked.
+	yielded  vocab.ID
+	yieldEnd bool
 	// wantHeader is the reason the next model request must log its
 	// request/header with ("initial" before the first request, "resume"
 	// after a reopen; "": none is due).
@@ -383,6 +388,7 @@ type simStats struct {
 	reopenTurns, reopenCalls, reopenGates, reopenJobs, reopenCloses, reopenTimers, spared int
 	approvals, asked, parallel, detached, reopenApprovals                                 int
 	loopBlocks, loopTerminations                                                          int
+	yields, yieldResumes                                                                  int
 }
 
 func (a *simStats) add(b simStats) {
@@ -424,6 +430,8 @@ func (a *simStats) add(b simStats) {
 	a.reopenApprovals += b.reopenApprovals
 	a.loopBlocks += b.loopBlocks
 	a.loopTerminations += b.loopTerminations
+	a.yields += b.yields
+	a.yieldResumes += b.yieldResumes
 }
 
 func (a simStats) String() string {
@@ -433,12 +441,12 @@ func (a simStats) String() string {
 		"%d timers armed at the crash, %d re-armed; %d folded from the log, %d late results of dead work, %d resumed requests), "+
 		"%d checkpoint inputs (%d tails restored and re-stepped), %d sessions closed; "+
 		"%d tool calls started beside another, %d detached, %d approvals asked, %d answered, %d reopens with one pending; "+
-		"%d loop interventions, %d runs terminated by loop detection",
+		"%d loop interventions, %d runs terminated by loop detection; %d prompts yielded, %d resumed",
 		a.steps, a.inputs, a.rejected, a.stale, a.events, a.turns, a.requests, a.tools, a.hooks, a.timers,
 		a.prompts, a.lateApplied+a.lateStale, a.lateApplied, a.lateStale, a.restarts, a.checkpoints,
 		a.reopens, a.spared, a.reopenTurns, a.reopenCalls, a.reopenGates, a.reopenJobs, a.reopenCloses,
 		a.reopenTimers, a.rearms, a.refolds, a.deadLate, a.resumes, a.checkpointIns, a.folds, a.closed,
-		a.parallel, a.detached, a.asked, a.approvals, a.reopenApprovals, a.loopBlocks, a.loopTerminations)
+		a.parallel, a.detached, a.asked, a.approvals, a.reopenApprovals, a.loopBlocks, a.loopTerminations, a.yields, a.yieldResumes)
 }
 
 type snapAt struct {
@@ -2115,8 +2123,11 @@ func (s *sim) toolResult(call *vocab.ToolCall, cancelled bool) *vocab.ToolResult
 		r.Content, r.IsError = "boom", true
 	case k < 80:
 		r.Content, r.StopTurn, r.StopReason = "done here", true, fmt.Sprintf("tool-stop-%d", s.rng.Intn(10))
-	case k < 86:
+	case k < 83:
 		r.Content, r.StopBatchAfterThis = "stop the batch", true // ignored: stopping is declared
+	case k < 86:
+		// sessions_yield: the turn ends yielded, its prompt stays open.
+		r.Content, r.Yield = "yielded", true
 	case k < 90:
 		r.Content = "delivering"
 		r.Delivery = &vocab.Delivery{Kind: vocab.DeliverySteer, Message: vocab.UserText(fmt.Sprintf("delivered by %s", call.ID))}
@@ -2347,6 +2358,13 @@ func (s *sim) onEvent(ev vocab.Event) {
 		if len(s.toolsOn) > 0 && !recovering {
 			s.failf("tool-schedule", "turn %d ends with calls still executing: %v", s.turnNo, slices.Sorted(maps.Keys(s.toolsOn)))
 		}
+		if p, _ := ev.Payload.(vocab.TurnEndPayload); p.Reason.Kind == vocab.EndYielded {
+			s.yieldEnd = s.turnPrompt != ""
+			if s.yielded != "" {
+				s.failf("yield", "turn %d ends yielded while prompt %s is yielded already", s.turnNo, s.yielded)
+			}
+			s.yielded = s.turnPrompt
+		}
 		clear(s.toolsOn)
 		s.inTurn, s.sawEnd, s.turnPrompt = false, true, ""
 	case vocab.EventStepStart:
@@ -2482,8 +2500,34 @@ func (s *sim) onEvent(ev vocab.Event) {
 		s.histNew = true
 	case vocab.EventInboxSpliced:
 		s.onInbox(ev.Payload.(vocab.InboxPayload))
+	case vocab.EventStatus:
+		if p, _ := ev.Payload.(vocab.StatusPayload); (p.Status == string(session.StatusYielded)) != (s.yielded != "" && !s.inTurn && p.Status != "running") {
+			s.failf("yield", "agent/status %s with yielded prompt %q (in a turn: %v)", p.Status, s.yielded, s.inTurn)
+		}
+	case vocab.EventYield:
+		p := ev.Payload.(vocab.PromptPayload)
+		switch p.State {
+		case vocab.YieldYielded:
+			if !s.yieldEnd || p.Prompt != s.yielded || prev != vocab.EventTurnEnd {
+				s.failf("yield", "prompt/yield yielded for %s right after %s (yielded prompt %q)", p.Prompt, prev, s.yielded)
+			}
+			s.yieldEnd = false
+			s.stats.yields++
+		case vocab.YieldResumed:
+			if p.Prompt != s.yielded || !s.inTurn || s.turnPrompt != "" {
+				s.failf("yield", "prompt/yield resumed for %s, yielded %q, in a turn %v with prompt %q", p.Prompt, s.yielded, s.inTurn, s.turnPrompt)
+			}
+			s.yielded = ""
+			s.stats.yieldResumes++
+		default:
+			s.failf("yield", "prompt/yield state %q", p.State)
+		}
 	case vocab.EventPrompt:
 		p := ev.Payload.(vocab.PromptPayload)
+		if p.State != "running" && p.Prompt == s.yielded {
+			s.yielded = "" // cancelled, closed or superseded while yielded
+		}
+		resumed := p.State == "running" && prev == vocab.EventYield
 		rec := s.msgs[p.Prompt]
 		if rec != nil && rec.kind == vocab.InSteer && knownBug["retargeted-steer-is-prompt"] {
 			rec.prompted = true
@@ -2491,7 +2535,7 @@ func (s *sim) onEvent(ev vocab.Event) {
 		}
 		if rec == nil || rec.kind != vocab.InSubmit {
 			s.failf("prompt-result", "prompt/state for %s, which is no submitted prompt", p.Prompt)
-		} else if p.State == "running" && rec.state != stQueued && rec.state != stClaimed {
+		} else if p.State == "running" && rec.state != stQueued && rec.state != stClaimed && !resumed {
 			s.failf("prompt-result", "prompt %s runs but is %s", p.Prompt, rec.describe())
 		}
 		if p.State == "running" {

@@ -46,6 +46,7 @@ type snapshot struct {
 	Now         time.Time                 `json:"now"`
 	Status      agent.PublicStatus        `json:"status"`
 	Prompts     []vocab.ID                `json:"prompts,omitempty"`
+	Yielded     vocab.ID                  `json:"yielded,omitempty"`
 	Used        []vocab.ID                `json:"used,omitempty"`
 	ReplyKind   vocab.PartKind            `json:"replyKind,omitempty"`
 	ReplyBuf    string                    `json:"replyBuf,omitempty"`
@@ -101,7 +102,7 @@ func (c *Core) Snapshot() ([]byte, error) {
 	s := snapshot{Version: SnapshotVersion, Config: c.cfg, Agent: c.m.agent.Snapshot(c.agent), TurnNo: c.turnNo, Step: c.step,
 		Prompt: c.prompt, StepOpen: c.stepOpen, InTurn: c.inTurn, Resume: c.resume, Concluded: c.concluded, LastFinish: c.lastFinish,
 		StopReason: c.stopReason, Claim: c.claim, History: c.history, Model: c.model, WorkSeq: c.workSeq,
-		Seq: c.seq, Now: c.now, Status: c.status, Prompts: c.prompts, Closed: c.closed, Used: c.usedList,
+		Seq: c.seq, Now: c.now, Status: c.status, Prompts: c.prompts, Yielded: c.yielded, Closed: c.closed, Used: c.usedList,
 		Opened: c.opened, Header: c.header, Sources: c.reply.sources, RunDeadline: c.runDeadline, Guard: c.guard.Clone()}
 	if c.turn != nil {
 		t := c.m.turn.Snapshot(c.turn)
@@ -154,7 +155,7 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 	c := &Core{cfg: s.Config, m: m, live: map[vocab.ID]struct{}{}, turnNo: s.TurnNo, step: s.Step, prompt: s.Prompt,
 		stepOpen: s.StepOpen, inTurn: s.InTurn, resume: s.Resume, concluded: s.Concluded, lastFinish: s.LastFinish,
 		stopReason: s.StopReason, claim: s.Claim, history: s.History, model: s.Model, workSeq: s.WorkSeq,
-		seq: s.Seq, now: s.Now, status: s.Status, prompts: s.Prompts, closed: s.Closed, opened: s.Opened, header: s.Header, runDeadline: s.RunDeadline, guard: s.Guard}
+		seq: s.Seq, now: s.Now, status: s.Status, prompts: s.Prompts, yielded: s.Yielded, closed: s.Closed, opened: s.Opened, header: s.Header, runDeadline: s.RunDeadline, guard: s.Guard}
 	var err error
 	if c.agent, err = m.agent.Restore(s.Agent); err != nil {
 		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: %w", err)
@@ -222,6 +223,9 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 		c.live[id] = struct{}{}
 	}
 	c.prompts = slices.Clip(c.prompts)
+	if c.yielded != "" && !slices.Contains(c.prompts, c.yielded) {
+		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: yielded prompt %s is not an open prompt", c.yielded)
+	}
 	return c, nil
 }
 
