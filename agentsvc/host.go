@@ -275,7 +275,7 @@ func (h *Host) load(ctx context.Context, e *hosted) (*Service, error) {
 		opt.Tools = kept
 	}
 	if e.info.Depth < h.opt.MaxSpawnDepth {
-		opt.Tools = append(slices.Clone(opt.Tools), spawnTool{h, e}, waitTool{h, e}, subagentsTool{h, e})
+		opt.Tools = append(slices.Clone(opt.Tools), spawnTool{h, e}, waitTool{h, e}, subagentsTool{h, e}, yieldTool{h, e})
 	}
 	svc, err := Open(ctx, h.opt.Store, e.info.ID, opt)
 	if err != nil {
@@ -339,7 +339,7 @@ type spawnSpec struct {
 }
 
 func isHostTool(name string) bool {
-	return name == ToolSpawn || name == ToolWait || name == ToolSubagents
+	return name == ToolSpawn || name == ToolWait || name == ToolSubagents || name == ToolYield
 }
 
 // loggedSpec reads the system prompt and tool names a sub-agent was
@@ -690,11 +690,15 @@ func (h *Host) finish(c *child, res vocab.PromptResult, held bool) {
 		next.state = childRunning
 	}
 	parent := h.sessions[c.parent]
+	// A host that closes closes the parents too: an end then would only
+	// wake a parent (a yielded one would resume) on its way out. A later
+	// host that reopens the parent delivers it (recoverChildren).
+	closing := h.closed
 	h.mu.Unlock()
 	if next != nil {
 		h.start(next)
 	}
-	if parent != nil && parent.svc != nil && h.ctx.Err() == nil {
+	if parent != nil && parent.svc != nil && h.ctx.Err() == nil && !closing {
 		msg := vocab.UserText(deliveryText(c.id, res, answer))
 		msg.ID = c.id + "/delivery"
 		n, err := parent.svc.Notify(msg, NotifyOptions{})

@@ -25,7 +25,8 @@ var (
 )
 
 // TestHostSimulation runs seeded random fan-outs against a Host: parents
-// spawn random numbers of children (some over the limits), wait or not;
+// spawn random numbers of children (some over the limits), wait for them,
+// yield to them (sessions_yield) or neither;
 // children answer after random delays, fail, or hold their running slot
 // until the test's cancels are done; the test cancels parents, or closes
 // the host, at random moments. Whatever the timing:
@@ -52,7 +53,7 @@ func simulateHost(t *testing.T, seed uint64) {
 	prompts := map[vocab.ID]string{}
 	for p := range parents {
 		var words []string
-		wait := rng.IntN(2) == 0
+		mode := rng.IntN(3) // wait for the children, yield to them, or neither
 		for c := range rng.IntN(8) {
 			task := fmt.Sprintf("t%d.%d", p, c)
 			switch k := rng.IntN(6); {
@@ -65,8 +66,11 @@ func simulateHost(t *testing.T, seed uint64) {
 			}
 			words = append(words, task)
 		}
-		if wait {
+		switch mode {
+		case 0:
 			words = append(words, "wait")
+		case 1:
+			words = append(words, "yield")
 		}
 		prompts[vocab.ID(fmt.Sprintf("p%d", p))] = "spawn " + strings.Join(words, " ")
 	}

@@ -638,7 +638,7 @@ func (t *timeline) render(ev vocab.Event) {
 				name = p.Result.Name
 			}
 			switch name {
-			case agentsvc.ToolSpawn, agentsvc.ToolWait, agentsvc.ToolSubagents:
+			case agentsvc.ToolSpawn, agentsvc.ToolWait, agentsvc.ToolSubagents, agentsvc.ToolYield:
 				t.text(ev, c, head, p.Result.Content, 100)
 			default:
 				t.line(ev, c, head+displayText(p.Result.Content, 100))
