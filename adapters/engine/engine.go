@@ -128,6 +128,10 @@ type Options struct {
 	NoRunTimeout bool
 	// NoLoopDetection turns loop detection off (see session.Config).
 	NoLoopDetection bool
+	// Lane, when set, is a global lane the session shares with others:
+	// its model requests, tool calls and hooks run only while it holds
+	// one of the lane's slots (see session.Config.Lane and GlobalLane).
+	Lane *GlobalLane
 
 	// Hooks are the hook chains, by slot. Slots reports which of them have
 	// handlers now (nil: every slot with a non-nil func); the lane checks
@@ -288,7 +292,7 @@ func New(opt Options) (*Engine, error) {
 	cfg := session.Config{Session: opt.Session, System: opt.System, Model: opt.Model, MaxTokens: opt.MaxTokens,
 		Tools: opt.Tools.Specs(), MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop,
 		MaxParallelTools: opt.MaxParallelTools, CaseSensitivePaths: opt.CaseSensitivePaths,
-		RunTimeout: opt.RunTimeout, NoRunTimeout: opt.NoRunTimeout, NoLoopDetection: opt.NoLoopDetection}
+		RunTimeout: opt.RunTimeout, NoRunTimeout: opt.NoRunTimeout, NoLoopDetection: opt.NoLoopDetection, Lane: opt.Lane != nil}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -118,6 +118,15 @@ func (c *Core) apply(in vocab.Input) error {
 		c.open(in)
 	case vocab.InCheckpoint:
 		c.checkpoint(in)
+	case vocab.InSlotGranted:
+		c.emitInput(in)
+		c.slotHeld = true
+		for _, p := range c.work {
+			if p.waiting {
+				p.waiting = false
+				c.m.rd.Work = append(c.m.rd.Work, p.work)
+			}
+		}
 	case vocab.InStopped:
 		c.emitInput(in)
 		for _, s := range in.Stuck {
@@ -129,6 +138,7 @@ func (c *Core) apply(in vocab.Input) error {
 	if c.m.agent.In(c.agent, agent.Disposed) && !c.closed {
 		c.dispose()
 	}
+	c.lane()
 	c.updateStatus()
 	return nil
 }

@@ -135,6 +135,18 @@ type Config struct {
 	// critical loop blocks the batch, a second one ends the run failed
 	// with loop.critical_repeat.
 	NoLoopDetection bool `json:"noLoopDetection,omitempty"`
+	// Lane says the session shares a capped lane with other sessions (a
+	// Host's global lane): a model request, tool call or hook starts only
+	// while the session holds one of the lane's slots. The core asks for
+	// a slot (WorkSlot, a lane/slot "wait" event) when such work is due
+	// and it holds none; the work waits, started in the core but not yet
+	// handed out, until the slot.granted input; the core gives the slot
+	// back (a lane/slot "release" event) as soon as none of that work
+	// runs or waits: while it rests, yields, awaits an approval, waits
+	// for a retry or is paused. Calls of tools that declare
+	// vocab.ToolSpec.Waits (agents_wait) neither need nor hold a slot,
+	// nor do background calls, timers and maintenance jobs.
+	Lane bool `json:"lane,omitempty"`
 }
 
 // DefaultRunTimeout is a run's wall-clock limit by default
@@ -306,6 +318,10 @@ type Core struct {
 
 	work    []*pending // outstanding work, in start order
 	workSeq uint64
+	// slot is the lane slot request (the WorkSlot work: 0 when none) and
+	// slotHeld whether the lane granted it (Config.Lane).
+	slot     uint64
+	slotHeld bool
 	seq     uint64
 	now     time.Time
 	status  agent.PublicStatus
@@ -549,6 +565,10 @@ func (c *Core) Validate(in vocab.Input) error {
 		if in.Work == 0 {
 			return vocab.Errorf(vocab.CodeBadInput, "%s: no work id", in.Kind)
 		}
+	case vocab.InSlotGranted:
+		if in.Work == 0 || c.find(in.Work).kind != WorkSlot {
+			return vocab.Errorf(vocab.CodeBadInput, "slot.granted: work %d is no slot request", in.Work)
+		}
 	case vocab.InModelDone:
 		if in.Work == 0 || in.Reply == nil {
 			return vocab.Errorf(vocab.CodeBadInput, "model.done: needs work and a reply")
@@ -618,7 +638,7 @@ func (c *Core) closing() bool { return c.m.agent.In(c.agent, agent.Closing) || c
 func (c *Core) stale(in vocab.Input) bool {
 	switch in.Kind {
 	case vocab.InModelParts, vocab.InModelDone, vocab.InModelFailed, vocab.InToolUpdate, vocab.InToolDone,
-		vocab.InHookDone, vocab.InTimerFired, vocab.InMaintenanceDone:
+		vocab.InHookDone, vocab.InTimerFired, vocab.InMaintenanceDone, vocab.InSlotGranted:
 		return c.find(in.Work) == nil
 	case vocab.InStopped:
 		for _, p := range c.work {
@@ -708,6 +728,10 @@ const (
 	// WorkStop cancels everything still running; answered by stopped once
 	// all of it has ended (or the close deadline passed).
 	WorkStop WorkKind = "stop"
+	// WorkSlot asks the session's capped lane for a slot (start; answered
+	// by slot.granted, which starts the work that waited for it) and gives
+	// it back, granted or not (cancel). See Config.Lane.
+	WorkSlot WorkKind = "slot"
 )
 
 // WorkOp says whether work starts or is cancelled.
@@ -804,6 +828,9 @@ type pending struct {
 	// work is the work as started (its hook, prompt, job input), re-emitted
 	// by Restore.
 	work Work
+	// waiting is set while the work waits for a lane slot: started in the
+	// core, not yet handed to the adapter (see Config.Lane).
+	waiting bool
 }
 
 func (c *Core) find(id uint64) *pending {
@@ -832,6 +859,10 @@ func (c *Core) start(p *pending, w Work) {
 	q.id, w.ID, w.Op, w.Kind = c.workSeq, c.workSeq, Start, q.kind
 	q.work = w
 	c.work = append(c.work, q)
+	if !c.slotHeld && c.needsSlot(q) {
+		q.waiting = true // handed out by slot.granted (see lane)
+		return
+	}
 	c.m.rd.Work = append(c.m.rd.Work, w)
 }
 
@@ -843,8 +874,8 @@ func (c *Core) cancel(id uint64, cause vocab.CancelCause) {
 		return
 	}
 	c.drop(id)
-	if c.recovering {
-		return // it died with the process that ran it
+	if c.recovering || p.waiting {
+		return // it died with the process that ran it, or never started
 	}
 	cc := cause
 	c.m.rd.Work = append(c.m.rd.Work, Work{ID: id, Op: Cancel, Kind: p.kind, Cause: &cc})

@@ -258,6 +258,14 @@ func (c *Core) toolEffect(cl *call, eff chart.Effect) {
 	case tool.Progress:
 		c.emit(vocab.EventToolExecutionUpdate, vocab.ToolPayload{Call: cl.Call, Update: f.Text})
 	case tool.CancelExecution:
+		if p := c.find(cl.work); p != nil && p.waiting {
+			// It never started (it waited for a lane slot): it ends now,
+			// aborted, with no grace to give.
+			c.drop(cl.work)
+			cl.work = 0
+			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: f.Cause}})
+			break
+		}
 		if cl.work != 0 {
 			// The call is told to stop and keeps its grace: its result
 			// still lands if it comes in time.
