@@ -322,9 +322,9 @@ type Core struct {
 	// slotHeld whether the lane granted it (Config.Lane).
 	slot     uint64
 	slotHeld bool
-	seq     uint64
-	now     time.Time
-	status  agent.PublicStatus
+	seq      uint64
+	now      time.Time
+	status   agent.PublicStatus
 	// cause is the cancel cause of the input being stepped: prompts it
 	// takes off the queue end cancelled with it.
 	cause vocab.CancelCause
