@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopchart/loopchart/adapters/store"
 	"github.com/loopchart/loopchart/adapters/store/memory"
 	"github.com/loopchart/loopchart/agentsvc"
 	"github.com/loopchart/loopchart/vocab"
@@ -33,7 +34,8 @@ var (
 // every spawn the parent was told succeeded is answered exactly once in
 // the parent's conversation (a wait result or a delivery), unless the
 // host closed first; no refused spawn starts a child; after Close, no
-// child session runs.
+// child session runs. The global lane has one to three slots, so parents
+// queue for it too.
 func TestHostSimulation(t *testing.T) {
 	if *hostSeed >= 0 {
 		simulateHost(t, uint64(*hostSeed))
@@ -101,7 +103,7 @@ func simulateHost(t *testing.T, seed uint64) {
 		}
 		return "answer(" + task + ")", nil, nil
 	})
-	o := agentsvc.HostOptions{Store: memory.New(), MaxRunningSubAgents: 1 + rng.IntN(8), MaxChildren: 1 + rng.IntN(5),
+	o := agentsvc.HostOptions{Store: memory.New(), MaxRunningSubAgents: 1 + rng.IntN(8), MaxChildren: 1 + rng.IntN(5), MaxRunning: 1 + rng.IntN(3),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	o.Session = func(info agentsvc.SessionInfo) (agentsvc.Options, error) {
 		if info.Parent == "" {
@@ -205,6 +207,10 @@ func simulateHost(t *testing.T, seed uint64) {
 	for id := range svcs {
 		if _, err := svcs[id].SubmitText("more"); vocab.CodeOf(err) != vocab.CodeClosed {
 			t.Fatalf("seed %d: %s after Close: %v", seed, id, err)
+		}
+		// Its log, lane decisions included, folds back to the same events.
+		if _, err := store.Verify(ctx, o.Store, id); err != nil {
+			t.Fatalf("seed %d: %s: log verify: %v", seed, id, err)
 		}
 	}
 }

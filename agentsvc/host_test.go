@@ -451,6 +451,7 @@ func TestHostOptionsValidate(t *testing.T) {
 		{Store: memory.New(), Session: s, MaxSpawnDepth: -1},
 		{Store: memory.New(), Session: s, MaxRunningSubAgents: -1},
 		{Store: memory.New(), Session: s, ArchiveAfter: -time.Second},
+		{Store: memory.New(), Session: s, MaxRunning: -1},
 	} {
 		if _, err := agentsvc.NewHost(o); vocab.CodeOf(err) != vocab.CodeBadInput {
 			t.Errorf("%+v: %v", o, err)

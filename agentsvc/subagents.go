@@ -88,7 +88,7 @@ type waitTool struct {
 }
 
 func (waitTool) Spec() vocab.ToolSpec {
-	return vocab.ToolSpec{Name: ToolWait, NoAccess: true,
+	return vocab.ToolSpec{Name: ToolWait, NoAccess: true, Waits: true,
 		Description: "Wait for sub-agents to end (the given ids, or all running ones) and return their answers. A timeout (like \"30s\", default 5m) returns early with those still running.",
 		Schema:      json.RawMessage(`{"type":"object","properties":{"ids":{"type":"array","items":{"type":"string"}},"timeout":{"type":"string"}},"additionalProperties":false}`)}
 }
