@@ -63,9 +63,10 @@ func (c *Core) lane() {
 }
 
 // resetSlot forgets the slot of a process that died: its lane is gone
-// with it (recovery).
+// with it (recovery). The log says so with a release.
 func (c *Core) resetSlot() {
 	if c.slot != 0 {
+		c.emit(vocab.EventLane, vocab.LanePayload{Op: vocab.LaneRelease, Work: c.slot})
 		c.drop(c.slot)
 	}
 	c.slot, c.slotHeld = 0, false
