@@ -557,6 +557,9 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	h.cancel(vocab.Errorf(vocab.CodeClosed, "agentsvc: the host is closed"))
 	h.wg.Wait()
+	if h.lane != nil {
+		h.lane.Wait() // grants on their way to sessions now closed
+	}
 	return errors.Join(errs...)
 }
 
