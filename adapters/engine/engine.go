@@ -553,7 +553,8 @@ func (e *Engine) Seq(ctx context.Context) (uint64, error) {
 	return *n, nil
 }
 
-// Status reports the public status, "idle" or "running".
+// Status reports the public status: "idle", "running", or "yielded" (at
+// rest with a prompt a yield left open; see session.Core.Yielded).
 func (e *Engine) Status(ctx context.Context) (string, error) {
 	st := new(string)
 	if err := e.query(ctx, func(c *session.Core) { *st = string(c.Status()) }); err != nil {
