@@ -124,6 +124,9 @@ func (c *Core) apply(in vocab.Input) error {
 		for _, p := range c.work {
 			if p.waiting {
 				p.waiting = false
+				if p.kind == WorkTool && p.work.Call != nil {
+					c.emit(vocab.EventToolExecutionStart, vocab.ToolPayload{Call: *p.work.Call})
+				}
 				c.m.rd.Work = append(c.m.rd.Work, p.work)
 			}
 		}

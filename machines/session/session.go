@@ -460,8 +460,12 @@ func (c *Core) Step(in vocab.Input) (err error) {
 	if err := c.Validate(in); err != nil {
 		return err
 	}
-	if in.At.After(c.now) {
-		c.now = in.At
+	// Wall clock only: a time.Now's monotonic reading would order inputs
+	// by it, while a log (and so a fold) keeps only the wall clock, which
+	// a machine's clock adjustments can move backwards between two
+	// readings: the fold would then derive other event times.
+	if at := in.At.Round(0); at.After(c.now) {
+		c.now = at
 	}
 	defer func() {
 		if r := recover(); r != nil {

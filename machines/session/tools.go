@@ -216,9 +216,12 @@ func (c *Core) launch(cl *call) bool {
 	c.settle(fireReq{kind: reqTool, call: cl})
 	tc := cl.inst.Ctx.Call
 	tc.Args = slices.Clone(tc.Args) // the tool's own copy
-	c.emit(vocab.EventToolExecutionStart, vocab.ToolPayload{Call: tc})
 	c.start(&pending{kind: WorkTool, turn: c.turnNo}, Work{Call: &tc})
 	cl.work = c.workSeq
+	if p := c.find(cl.work); !p.waiting {
+		// (A call that waits for a lane slot starts with the grant.)
+		c.emit(vocab.EventToolExecutionStart, vocab.ToolPayload{Call: tc})
+	}
 	c.enqueue(fireReq{kind: reqTurn, ev: turn.ToolStarted{CallID: cl.Call.ID}})
 	return true
 }
