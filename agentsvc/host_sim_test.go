@@ -191,6 +191,14 @@ func simulateHost(t *testing.T, seed uint64) {
 					t.Fatalf("seed %d: %s never heard of %d of its %d children:\n%s\nthose children:\n%s", seed, id, missing, len(want), dumpHistory(t, svc), kids.String())
 				}
 				// The deliveries are on their way: wait for the next event.
+				// A delivery queued before a cancel (which keeps the inbox)
+				// stays queued while the parent rests: a cancelled turn
+				// starts nothing. The user going on (Continue) runs it.
+				// (With a global lane a turn may wait long for its slot,
+				// and deliveries pile up in its inbox meanwhile.)
+				if err := svc.Continue(); err != nil {
+					t.Fatal(err)
+				}
 				snap, _ := svc.Snapshot(ctx)
 				wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
 				for range svc.Events(wctx, snap.Seq+1) {
