@@ -137,8 +137,9 @@ func (c *Core) Snapshot() ([]byte, error) {
 
 // Restore rebuilds a core from a Snapshot, firing on m. Its first Ready
 // re-emits every piece of outstanding work (model requests and tool calls
-// in flight, armed timers, pending hooks and approvals), which the adapter
-// starts again; no events are emitted. A snapshot of another version, or
+// in flight, armed timers, pending hooks and approvals, a lane slot
+// request), which the adapter starts again; work that waited for a lane
+// slot still waits for its grant. No events are emitted. A snapshot of another version, or
 // one that does not hold together, is refused with machine.bad_snapshot.
 func Restore(data []byte, m *Machines) (*Core, error) {
 	if m == nil {
