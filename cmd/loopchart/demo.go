@@ -654,6 +654,11 @@ func (t *timeline) render(ev vocab.Event) {
 		}
 	case vocab.TurnEndPayload:
 		t.line(ev, bold, fmt.Sprintf("turn end: %s after %d steps", displayText(p.Reason.String(), 0), p.Steps))
+	case vocab.PromptPayload:
+		if ev.Kind == vocab.EventYield {
+			// A yield keeps the prompt open; a later turn resumes it.
+			t.line(ev, bold, fmt.Sprintf("prompt %s %s", p.State, displayText(string(p.Prompt), 0)))
+		}
 	}
 }
 
