@@ -62,13 +62,13 @@ func askedOf(asked *sync.Map, who string) int32 {
 
 // With MaxRunning 2, two top-level sessions run and the third waits (its
 // model is not asked) until one of the two ends; a waiting session that is
-// closed leaves the line. Every log verifies.
+// cancelled or closed leaves the line. Every log verifies.
 func TestHostGlobalLane(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st := memory.New()
-	started := make(chan string, 4)
-	release := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{}), "c": make(chan struct{}), "d": make(chan struct{})}
+	started := make(chan string, 5)
+	release := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{}), "c": make(chan struct{}), "d": make(chan struct{}), "e": make(chan struct{})}
 	var asked sync.Map
 	o := agentsvc.HostOptions{Store: st, MaxRunning: 2}
 	o.Session = func(agentsvc.SessionInfo) (agentsvc.Options, error) {
@@ -81,7 +81,7 @@ func TestHostGlobalLane(t *testing.T) {
 	defer h.Close(context.Background())
 	svcs := map[string]*agentsvc.Service{}
 	prompts := map[string]*agentsvc.Prompt{}
-	for _, who := range []string{"a", "b", "c", "d"} {
+	for _, who := range []string{"a", "b", "c", "d", "e"} {
 		if svcs[who], err = h.Open(ctx, vocab.ID(who)); err != nil {
 			t.Fatal(err)
 		}
@@ -97,16 +97,26 @@ func TestHostGlobalLane(t *testing.T) {
 	if st := h.GlobalLane(); st != (agentsvc.GlobalLaneStats{Max: 2, Held: 2}) {
 		t.Fatalf("two running: %+v", st)
 	}
-	for _, who := range []string{"c", "d"} {
+	for _, who := range []string{"c", "d", "e"} {
 		if prompts[who], err = svcs[who].SubmitText(who); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if st := h.GlobalLane(); st != (agentsvc.GlobalLaneStats{Max: 2, Held: 2, Waiting: 2}) {
-		t.Fatalf("the third and fourth: %+v, want them waiting", st)
+	if st := h.GlobalLane(); st != (agentsvc.GlobalLaneStats{Max: 2, Held: 2, Waiting: 3}) {
+		t.Fatalf("the third to fifth: %+v, want them waiting", st)
 	}
-	if askedOf(&asked, "c")+askedOf(&asked, "d") != 0 {
+	if askedOf(&asked, "c")+askedOf(&asked, "d")+askedOf(&asked, "e") != 0 {
 		t.Fatal("a waiting session asked its model")
+	}
+	// e is cancelled while it waits: its prompt ends, it leaves the line.
+	if err := svcs["e"].Cancel(vocab.CancelCause{Kind: vocab.CancelUser}, agentsvc.CancelOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if res := wait(ctx, t, prompts["e"]); res.Kind != vocab.PromptCancelled {
+		t.Fatalf("e: %s", res)
+	}
+	if st := h.GlobalLane(); st.Waiting != 2 {
+		t.Fatalf("after e was cancelled: %+v", st)
 	}
 	// d is closed while it waits: it leaves the line, its prompt ends.
 	if err := svcs["d"].Close(ctx); err != nil {
@@ -132,12 +142,12 @@ func TestHostGlobalLane(t *testing.T) {
 			t.Fatalf("%s: %s", who, res)
 		}
 	}
-	for _, who := range []string{"a", "b", "c"} {
+	for _, who := range []string{"a", "b", "c", "e"} {
 		if err := svcs[who].WhenIdle(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, who := range []string{"a", "b", "c", "d"} {
+	for _, who := range []string{"a", "b", "c", "d", "e"} {
 		var ops []string
 		end := uint64(1 << 62) // d is closed: its stream ends by itself
 		if who != "d" {
@@ -162,7 +172,7 @@ func TestHostGlobalLane(t *testing.T) {
 			}
 		}
 		want := "[wait granted release]"
-		if who == "d" {
+		if who == "d" || who == "e" {
 			want = "[wait release]"
 		}
 		if fmt.Sprint(ops) != want {
