@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loopchart/loopchart/adapters/clock"
+	"github.com/loopchart/loopchart/adapters/engine"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -30,6 +31,13 @@ const (
 	// DefaultArchiveAfter is how long an ended sub-agent stays loaded
 	// before it is archived (closed; its log is kept).
 	DefaultArchiveAfter = 60 * time.Minute
+	// DefaultMaxRunning is how many top-level sessions of a host run at
+	// once (the global lane): the seed's DEFAULT_AGENT_MAX_CONCURRENT.
+	// Four keeps a host's concurrent model requests and tool calls, and
+	// so its provider's rate limits and its cost, bounded by default;
+	// an application that serves many users raises it, or turns the lane
+	// off with NoRunningLimit.
+	DefaultMaxRunning = 4
 )
 
 // subMark separates a sub-agent's id from its parent's: a child's id is
@@ -69,6 +77,19 @@ type HostOptions struct {
 	MaxChildren         int
 	MaxRunningSubAgents int
 	ArchiveAfter        time.Duration
+	// MaxRunning caps how many top-level sessions run at once (the global
+	// lane); zero means DefaultMaxRunning, negative is an error. A session
+	// holds its slot only while it has work running (a model request, a
+	// tool call, a hook) and gives it back while it waits for input,
+	// yields, awaits an approval, waits for a retry, is paused, or sits
+	// in agents_wait: a parent waiting for its children holds no slot.
+	// Work that finds every slot held waits, deferred, in first-come
+	// order (no caller blocks); each wait and grant is in the session's
+	// log (lane/slot, input/slot.granted). Sub-agents are outside this
+	// lane: they have their own (MaxRunningSubAgents), so parents can
+	// never starve their children. NoRunningLimit turns the lane off.
+	MaxRunning     int
+	NoRunningLimit bool
 	// Clock times archiving; the real clock when nil.
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -101,6 +122,8 @@ type Host struct {
 	// children queued for one, first come first served.
 	running int
 	waiting []*child
+	// lane is the global lane of the top-level sessions (nil: none).
+	lane *engine.GlobalLane
 }
 
 // hosted is one session of the host, loaded or loading.
@@ -158,7 +181,8 @@ func NewHost(opt HostOptions) (*Host, error) {
 	for _, n := range []struct {
 		name string
 		v    int
-	}{{"MaxSpawnDepth", opt.MaxSpawnDepth}, {"MaxChildren", opt.MaxChildren}, {"MaxRunningSubAgents", opt.MaxRunningSubAgents}} {
+	}{{"MaxSpawnDepth", opt.MaxSpawnDepth}, {"MaxChildren", opt.MaxChildren}, {"MaxRunningSubAgents", opt.MaxRunningSubAgents},
+		{"MaxRunning", opt.MaxRunning}} {
 		if n.v < 0 {
 			return nil, vocab.Errorf(vocab.CodeBadInput, "agentsvc: negative %s %d", n.name, n.v)
 		}
@@ -178,7 +202,16 @@ func NewHost(opt HostOptions) (*Host, error) {
 	if opt.ArchiveAfter == 0 {
 		opt.ArchiveAfter = DefaultArchiveAfter
 	}
+	if opt.MaxRunning == 0 {
+		opt.MaxRunning = DefaultMaxRunning
+	}
 	h := &Host{opt: opt, clock: opt.Clock, log: opt.Logger, sessions: map[vocab.ID]*hosted{}, specs: map[vocab.ID]spawnSpec{}}
+	if !opt.NoRunningLimit {
+		var err error
+		if h.lane, err = engine.NewGlobalLane(opt.MaxRunning); err != nil {
+			return nil, err
+		}
+	}
 	if h.clock == nil {
 		h.clock = clock.Real()
 	}
@@ -187,6 +220,23 @@ func NewHost(opt HostOptions) (*Host, error) {
 	}
 	h.ctx, h.cancel = context.WithCancelCause(context.Background())
 	return h, nil
+}
+
+// GlobalLaneStats counts the slots of a host's global lane.
+type GlobalLaneStats struct {
+	// Max is the number of slots (HostOptions.MaxRunning; 0 when the lane
+	// is off), Held how many top-level sessions hold one, Waiting how many
+	// wait for one.
+	Max, Held, Waiting int
+}
+
+// GlobalLane reports the global lane's slots.
+func (h *Host) GlobalLane() GlobalLaneStats {
+	if h.lane == nil {
+		return GlobalLaneStats{}
+	}
+	st := h.lane.Stats()
+	return GlobalLaneStats{Max: st.Max, Held: st.Held, Waiting: st.Waiting}
 }
 
 // infoOf reads a session's place in the tree from its id.
@@ -282,7 +332,10 @@ func (h *Host) load(ctx context.Context, e *hosted) (*Service, error) {
 		opt.Tools = kept
 	}
 	if e.info.Depth < h.opt.MaxSpawnDepth {
-		opt.Tools = append(slices.Clone(opt.Tools), spawnTool{h, e}, waitTool{h, e}, subagentsTool{h, e})
+		opt.Tools = append(slices.Clone(opt.Tools), spawnTool{h, e}, waitTool{h, e}, subagentsTool{h, e}, yieldTool{h, e})
+	}
+	if e.info.Depth == 0 {
+		opt.lane = h.lane // sub-agents run in their own lane
 	}
 	svc, err := Open(ctx, h.opt.Store, e.info.ID, opt)
 	if err != nil {
@@ -346,7 +399,7 @@ type spawnSpec struct {
 }
 
 func isHostTool(name string) bool {
-	return name == ToolSpawn || name == ToolWait || name == ToolSubagents
+	return name == ToolSpawn || name == ToolWait || name == ToolSubagents || name == ToolYield
 }
 
 // loggedSpec reads the system prompt and tool names a sub-agent was
@@ -496,6 +549,10 @@ func (h *Host) Close(ctx context.Context) error {
 		all = append(all, e)
 	}
 	h.mu.Unlock()
+	if h.lane != nil {
+		// No session starts work because another closed before it.
+		h.lane.Close()
+	}
 	// Parents first: a child stopped before its parent would end, and its
 	// end could feed the parent one more step.
 	slices.SortFunc(all, func(a, b *hosted) int {
@@ -527,6 +584,9 @@ func (h *Host) Close(ctx context.Context) error {
 	wg.Wait()
 	h.cancel(vocab.Errorf(vocab.CodeClosed, "agentsvc: the host is closed"))
 	h.wg.Wait()
+	if h.lane != nil {
+		h.lane.Wait() // grants on their way to sessions now closed
+	}
 	return errors.Join(errs...)
 }
 
@@ -776,6 +836,9 @@ func (h *Host) finish(c *child, res vocab.PromptResult, held bool) {
 		next.state = childRunning
 	}
 	parent := h.sessions[c.parent]
+	// A host that closes closes the parents too: an end then would only
+	// wake a parent (a yielded one would resume) on its way out. A later
+	// host that reopens the parent delivers it (recoverChildren).
 	closing := h.closed
 	after, turn := c.after, c.turn
 	h.mu.Unlock()
@@ -792,9 +855,6 @@ func (h *Host) finish(c *child, res vocab.PromptResult, held bool) {
 		closing = h.closed
 		h.mu.Unlock()
 	}
-	// A host that is closing delivers nothing: the parent would only
-	// start a turn to be cancelled. The parent's next open reports the
-	// end instead (recoverChildren).
 	if parent != nil && parent.svc != nil && !closing {
 		msg := vocab.UserText(deliveryText(c.id, res, answer))
 		msg.ID = c.id + "/delivery"

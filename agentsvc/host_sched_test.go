@@ -183,7 +183,7 @@ func (s *scheduler) snapshot() []*held {
 func scheduleHost(t *testing.T, seed uint64, trace *[]string) {
 	rng := rand.New(rand.NewPCG(seed, 0x5ced))
 	sched := &scheduler{}
-	o := agentsvc.HostOptions{Store: memory.New(), MaxRunningSubAgents: 1 + rng.IntN(4), MaxChildren: 1 + rng.IntN(5)}
+	o := agentsvc.HostOptions{Store: memory.New(), MaxRunningSubAgents: 1 + rng.IntN(4), MaxChildren: 1 + rng.IntN(5), MaxRunning: 1 + rng.IntN(3)}
 	// The stream watchdog is off and the hard stop far away: a stalled
 	// stream and a cancelled request's return are the scheduler's
 	// decisions, not races of timers that share a deadline.
@@ -204,7 +204,7 @@ func scheduleHost(t *testing.T, seed uint64, trace *[]string) {
 	}
 	ctx := context.Background()
 	note := func(format string, args ...any) { *trace = append(*trace, fmt.Sprintf(format, args...)) }
-	note("max running %d, max children %d", o.MaxRunningSubAgents, o.MaxChildren)
+	note("max running sub-agents %d, max children %d, global lane %d", o.MaxRunningSubAgents, o.MaxChildren, o.MaxRunning)
 
 	parents := make([]vocab.ID, 1+rng.IntN(3))
 	lastSeq := map[vocab.ID]uint64{}
@@ -216,8 +216,11 @@ func scheduleHost(t *testing.T, seed uint64, trace *[]string) {
 		for c := range rng.IntN(7) {
 			words = append(words, fmt.Sprintf("t%d.%d", i, c))
 		}
-		if rng.IntN(2) == 0 {
+		switch rng.IntN(3) { // wait for the children, yield to them, or neither
+		case 0:
 			words = append(words, "wait")
+		case 1:
+			words = append(words, "yield")
 		}
 		svc, err := h.Open(ctx, id)
 		if err != nil {

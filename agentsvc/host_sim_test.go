@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopchart/loopchart/adapters/store"
 	"github.com/loopchart/loopchart/adapters/store/memory"
 	"github.com/loopchart/loopchart/agentsvc"
 	"github.com/loopchart/loopchart/vocab"
@@ -25,14 +26,16 @@ var (
 )
 
 // TestHostSimulation runs seeded random fan-outs against a Host: parents
-// spawn random numbers of children (some over the limits), wait or not;
+// spawn random numbers of children (some over the limits), wait for them,
+// yield to them (sessions_yield) or neither;
 // children answer after random delays, fail, or hold their running slot
 // until the test's cancels are done; the test cancels parents, or closes
 // the host, at random moments. Whatever the timing:
 // every spawn the parent was told succeeded is answered exactly once in
 // the parent's conversation (a wait result or a delivery), unless the
 // host closed first; no refused spawn starts a child; after Close, no
-// child session runs.
+// child session runs. The global lane has one to three slots, so parents
+// queue for it too.
 func TestHostSimulation(t *testing.T) {
 	if *hostSeed >= 0 {
 		simulateHost(t, uint64(*hostSeed))
@@ -52,7 +55,7 @@ func simulateHost(t *testing.T, seed uint64) {
 	prompts := map[vocab.ID]string{}
 	for p := range parents {
 		var words []string
-		wait := rng.IntN(2) == 0
+		mode := rng.IntN(3) // wait for the children, yield to them, or neither
 		for c := range rng.IntN(8) {
 			task := fmt.Sprintf("t%d.%d", p, c)
 			switch k := rng.IntN(6); {
@@ -65,8 +68,11 @@ func simulateHost(t *testing.T, seed uint64) {
 			}
 			words = append(words, task)
 		}
-		if wait {
+		switch mode {
+		case 0:
 			words = append(words, "wait")
+		case 1:
+			words = append(words, "yield")
 		}
 		prompts[vocab.ID(fmt.Sprintf("p%d", p))] = "spawn " + strings.Join(words, " ")
 	}
@@ -97,7 +103,7 @@ func simulateHost(t *testing.T, seed uint64) {
 		}
 		return "answer(" + task + ")", nil, nil
 	})
-	o := agentsvc.HostOptions{Store: memory.New(), MaxRunningSubAgents: 1 + rng.IntN(8), MaxChildren: 1 + rng.IntN(5),
+	o := agentsvc.HostOptions{Store: memory.New(), MaxRunningSubAgents: 1 + rng.IntN(8), MaxChildren: 1 + rng.IntN(5), MaxRunning: 1 + rng.IntN(3),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	o.Session = func(info agentsvc.SessionInfo) (agentsvc.Options, error) {
 		if info.Parent == "" {
@@ -185,6 +191,14 @@ func simulateHost(t *testing.T, seed uint64) {
 					t.Fatalf("seed %d: %s never heard of %d of its %d children:\n%s\nthose children:\n%s", seed, id, missing, len(want), dumpHistory(t, svc), kids.String())
 				}
 				// The deliveries are on their way: wait for the next event.
+				// A delivery queued before a cancel (which keeps the inbox)
+				// stays queued while the parent rests: a cancelled turn
+				// starts nothing. The user going on (Continue) runs it.
+				// (With a global lane a turn may wait long for its slot,
+				// and deliveries pile up in its inbox meanwhile.)
+				if err := svc.Continue(); err != nil {
+					t.Fatal(err)
+				}
 				snap, _ := svc.Snapshot(ctx)
 				wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
 				for range svc.Events(wctx, snap.Seq+1) {
@@ -201,6 +215,10 @@ func simulateHost(t *testing.T, seed uint64) {
 	for id := range svcs {
 		if _, err := svcs[id].SubmitText("more"); vocab.CodeOf(err) != vocab.CodeClosed {
 			t.Fatalf("seed %d: %s after Close: %v", seed, id, err)
+		}
+		// Its log, lane decisions included, folds back to the same events.
+		if _, err := store.Verify(ctx, o.Store, id); err != nil {
+			t.Fatalf("seed %d: %s: log verify: %v", seed, id, err)
 		}
 	}
 }

@@ -51,15 +51,15 @@ func call(id, name string, args any) vocab.ToolCall {
 func last(req vocab.Request) vocab.Message { return req.Messages[len(req.Messages)-1] }
 
 // parentProvider spawns one sub-agent per word of the prompt after
-// "spawn", then waits for them (when the prompt says "wait"), then
-// answers with what it heard.
+// "spawn", then waits for them (when the prompt says "wait") or yields
+// (when it ends with "yield"), then answers with what it heard.
 func parentProvider(asked chan<- struct{}) replies {
 	return func(_ context.Context, req vocab.Request) (string, []vocab.ToolCall, error) {
 		m := last(req)
 		if m.Role == vocab.RoleUser && strings.HasPrefix(m.Text(), "spawn") {
 			var calls []vocab.ToolCall
 			for i, w := range strings.Fields(m.Text())[1:] {
-				if w == "wait" {
+				if w == "wait" || w == "yield" {
 					continue
 				}
 				calls = append(calls, call(fmt.Sprintf("spawn_%d", i), agentsvc.ToolSpawn, map[string]string{"task": w}))
@@ -68,6 +68,9 @@ func parentProvider(asked chan<- struct{}) replies {
 				return "nothing to spawn", nil, nil
 			}
 			return "", calls, nil
+		}
+		if m.Role == vocab.RoleTool && m.Result.Name == agentsvc.ToolSpawn && strings.HasSuffix(firstUser(req).Text(), " yield") {
+			return "", []vocab.ToolCall{call("yield_1", agentsvc.ToolYield, nil)}, nil
 		}
 		if m.Role == vocab.RoleTool && m.Result.Name == agentsvc.ToolSpawn && strings.Contains(firstUser(req).Text(), "wait") {
 			if asked != nil {
@@ -511,6 +514,7 @@ func TestHostOptionsValidate(t *testing.T) {
 		{Store: memory.New(), Session: s, MaxSpawnDepth: -1},
 		{Store: memory.New(), Session: s, MaxRunningSubAgents: -1},
 		{Store: memory.New(), Session: s, ArchiveAfter: -time.Second},
+		{Store: memory.New(), Session: s, MaxRunning: -1},
 	} {
 		if _, err := agentsvc.NewHost(o); vocab.CodeOf(err) != vocab.CodeBadInput {
 			t.Errorf("%+v: %v", o, err)

@@ -128,6 +128,9 @@ type Options struct {
 	// Tools when Spill is set). Without Spill such outputs are cut.
 	Spill      tools.Blobs
 	SpillChars int
+
+	// lane is the Host's global lane, for its top-level sessions.
+	lane *engine.GlobalLane
 }
 
 // Service is an AgentLoopService: one agent session. All methods are safe
@@ -284,7 +287,7 @@ func start(opt Options, folded *store.Folded) (*Service, error) {
 		Jitter: opt.Jitter, System: opt.System, Model: opt.Model, MaxTokens: opt.MaxTokens, StreamFlush: opt.StreamFlush,
 		MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop,
 		MaxParallelTools: opt.MaxParallelTools, CaseSensitivePaths: opt.CaseSensitivePaths,
-		RunTimeout: opt.RunTimeout, NoRunTimeout: opt.NoRunTimeout, NoLoopDetection: opt.NoLoopDetection,
+		RunTimeout: opt.RunTimeout, NoRunTimeout: opt.NoRunTimeout, NoLoopDetection: opt.NoLoopDetection, Lane: opt.lane,
 		FirstTokenTimeout: opt.FirstTokenTimeout, ChunkTimeout: opt.ChunkTimeout, NoStreamWatchdog: opt.NoStreamWatchdog,
 		Hooks: map[vocab.HookName]engine.HookFunc{
 			vocab.HookBeforeTool:         s.beforeTool,
@@ -615,7 +618,8 @@ func (s *Service) beginClose(ctx context.Context) error { return s.eng.BeginClos
 // Snapshot is a consistent picture of a session.
 type Snapshot struct {
 	Session vocab.ID
-	// Status is "idle" or "running".
+	// Status is "idle", "running", or "yielded" (resting with a prompt
+	// that a sessions_yield left open for its sub-agents' deliveries).
 	Status string
 	// Agent and Turn are the machines' leaf states (Turn is "" between
 	// turns).

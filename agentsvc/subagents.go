@@ -15,6 +15,7 @@ const (
 	ToolSpawn     = "sessions_spawn"
 	ToolWait      = "agents_wait"
 	ToolSubagents = "subagents"
+	ToolYield     = "sessions_yield"
 )
 
 // maxWait bounds one agents_wait.
@@ -90,7 +91,7 @@ type waitTool struct {
 }
 
 func (waitTool) Spec() vocab.ToolSpec {
-	return vocab.ToolSpec{Name: ToolWait, NoAccess: true,
+	return vocab.ToolSpec{Name: ToolWait, NoAccess: true, Waits: true,
 		Description: "Wait for sub-agents to end (the given ids, or all running ones) and return their answers. A timeout (like \"30s\", default 5m) returns early with those still running.",
 		Schema:      json.RawMessage(`{"type":"object","properties":{"ids":{"type":"array","items":{"type":"string"}},"timeout":{"type":"string"}},"additionalProperties":false}`)}
 }
@@ -161,14 +162,6 @@ func (t waitTool) Run(ctx context.Context, call vocab.ToolCall, _ func(string)) 
 		if len(consumed) == 0 {
 			return
 		}
-		if ctx.Err() != nil {
-			// The call was cut off while it took the ends: its result
-			// will not be recorded, so they are delivered again.
-			for _, c := range consumed {
-				h.redeliver(c)
-			}
-			return
-		}
 		// Whether its result is recorded is known once the parent logs
 		// it: the host's watch of the parent settles it (settleWait).
 		h.mu.Lock()
@@ -177,6 +170,14 @@ func (t waitTool) Run(ctx context.Context, call vocab.ToolCall, _ func(string)) 
 		}
 		t.e.waits[call.ID] = consumed
 		h.mu.Unlock()
+		if ctx.Err() != nil {
+			// The call was cut off while it took the ends. Its result
+			// still counts within the turn's abort grace; after it the
+			// turn recorded an aborted result, maybe before the ends
+			// were registered above: read what the parent recorded. (A
+			// second redelivery of an end is refused as a duplicate.)
+			t.settleCutOff(call.ID)
+		}
 	}()
 	for _, c := range cs {
 		select {
@@ -274,4 +275,64 @@ func (t subagentsTool) Run(_ context.Context, call vocab.ToolCall, _ func(string
 		return refused(call, "subagents: steer %s: %v", found.id, err), nil
 	}
 	return vocab.ToolResult{Content: "steered " + string(found.id)}, nil
+}
+
+// yieldTool is sessions_yield: end the turn and wait, holding nothing,
+// for the children's deliveries.
+type yieldTool struct {
+	h *Host
+	e *hosted
+}
+
+func (yieldTool) Spec() vocab.ToolSpec {
+	return vocab.ToolSpec{Name: ToolYield, NoAccess: true,
+		Description: "End this turn and wait for your running sub-agents: the first [subagent completed] notification (or a message from the user) resumes the conversation in a new turn. Use it instead of agents_wait when there is nothing else to do meanwhile.",
+		Schema:      json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)}
+}
+
+func (t yieldTool) Run(_ context.Context, call vocab.ToolCall, _ func(string)) (vocab.ToolResult, error) {
+	var a struct{}
+	if r := decodeArgs(call, &a); r != nil {
+		return *r, nil
+	}
+	h := t.h
+	h.mu.Lock()
+	var ids []string
+	for _, c := range t.e.children {
+		if c.state == childRunning || c.state == childQueued {
+			ids = append(ids, string(c.id))
+		}
+	}
+	h.mu.Unlock()
+	if len(ids) == 0 {
+		// Nothing would resume the conversation: the turn goes on.
+		return refused(call, "sessions_yield: no sub-agent is running, so nothing would resume this conversation; spawn one first (sessions_spawn), or go on yourself"), nil
+	}
+	return vocab.ToolResult{Content: fmt.Sprintf("yielded: waiting for %d sub-agents (%s); the first delivery resumes the conversation", len(ids), strings.Join(ids, ", ")),
+		Yield: true}, nil
+}
+
+// settleCutOff settles an agents_wait call cut off by its context whose
+// result the parent may have recorded already (as aborted, once the abort
+// grace ran out), before its ends were registered for settleWait.
+func (t waitTool) settleCutOff(callID string) {
+	h := t.h
+	hist, err := t.e.svc.History(context.WithoutCancel(h.ctx))
+	if err != nil {
+		return // the parent is closing: nothing is delivered to it any more
+	}
+	for _, m := range hist.All() {
+		if r := m.Result; r != nil && r.CallID == callID {
+			h.mu.Lock()
+			took := t.e.waits[callID]
+			delete(t.e.waits, callID)
+			h.mu.Unlock()
+			if r.IsError && r.Code == vocab.CodeToolAborted {
+				for _, c := range took {
+					h.redeliver(c)
+				}
+			}
+			return
+		}
+	}
 }

@@ -90,6 +90,8 @@ var eventKinds = []struct {
 	{EventRecovering, decodeAs[ErrorPayload]},
 	{EventSnapshot, decodeAs[SnapshotPayload]},
 	{EventToolApproval, decodeAs[ApprovalPayload]},
+	{EventYield, decodeAs[PromptPayload]},
+	{EventLane, decodeAs[LanePayload]},
 }
 
 // decoders maps each kind of eventKinds to its payload decoder.

@@ -194,6 +194,13 @@ func goldenEvents() []vocab.Event {
 	for _, v := range inputs {
 		cases = append(cases, c{kind: v.EventKind(), turn: 1, step: 2, payload: v})
 	}
+	// Kinds added later come last, so the earlier golden files keep their
+	// sequence numbers.
+	cases = append(cases,
+		c{vocab.EventYield, 0, 0, vocab.PromptPayload{Prompt: "01J9Z3NDEKTSV4RRFFQ69G5FB0", State: vocab.YieldYielded}},
+		c{vocab.EventLane, 1, 1, vocab.LanePayload{Op: vocab.LaneWait, Work: 4, Waiting: 1}},
+		c{vocab.Input{Kind: vocab.InSlotGranted}.EventKind(), 1, 1, in(vocab.InSlotGranted, func(v *vocab.Input) { v.Work = 4 })},
+	)
 
 	events := make([]vocab.Event, len(cases))
 	for i, c := range cases {

@@ -76,7 +76,39 @@ const (
 	// answered, or abandoned by an abort. Its payload is an
 	// ApprovalPayload.
 	EventToolApproval EventKind = "tool/approval"
+	// EventYield records a prompt yielded (a sessions_yield ended its
+	// turn: the prompt stays open) and resumed (a later turn took it up
+	// again). Its payload is a PromptPayload, State "yielded" or
+	// "resumed".
+	EventYield EventKind = "prompt/yield"
+	// EventLane records the session's use of a capped lane (a Host's
+	// global lane): "wait" when work needs a slot the session does not
+	// hold (the work waits; input/slot.granted answers), "release" when
+	// the session gives its slot back (no model request, tool call or hook
+	// runs). Its payload is a LanePayload.
+	EventLane EventKind = "lane/slot"
 )
+
+// Yield states (EventYield).
+const (
+	YieldYielded = "yielded"
+	YieldResumed = "resumed"
+)
+
+// Lane operations (EventLane).
+const (
+	LaneWait    = "wait"
+	LaneRelease = "release"
+)
+
+// LanePayload records a lane decision: Op is LaneWait or LaneRelease, Work
+// the slot request it concerns, Waiting how many pieces of work wait for
+// it (LaneWait).
+type LanePayload struct {
+	Op      string `json:"op"`
+	Work    uint64 `json:"work"`
+	Waiting int    `json:"waiting,omitempty"`
+}
 
 // InputEventPrefix starts the kind of every event that records an accepted
 // input: "input/" + InputKind, carrying the Input whole (see

@@ -72,6 +72,9 @@ const (
 	// the close deadline passed; Stuck lists the work that ignored its
 	// cancellation.
 	InStopped InputKind = "stopped"
+	// InSlotGranted: the capped lane granted slot request Work (see
+	// EventLane); the work that waited for it starts.
+	InSlotGranted InputKind = "slot.granted"
 )
 
 // Input is one input to a session core, with all of its data: replaying
@@ -148,7 +151,7 @@ var inputKinds = func() map[InputKind]EventKind {
 	m := map[InputKind]EventKind{}
 	for _, k := range []InputKind{InSubmit, InSteer, InInject, InNotify, InRemind, InWithdraw, InCancel, InPause, InContinue,
 		InMaintenanceStart, InMaintenanceDone, InClose, InHooks, InModelParts, InModelDone, InModelFailed, InToolUpdate,
-		InToolDone, InToolDetached, InHookDone, InTimerFired, InStopped, InOpen, InCheckpoint, InApprove} {
+		InToolDone, InToolDetached, InHookDone, InTimerFired, InStopped, InOpen, InCheckpoint, InApprove, InSlotGranted} {
 		m[k] = EventKind("input/" + string(k))
 	}
 	return m

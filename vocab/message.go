@@ -225,6 +225,12 @@ type ToolResult struct {
 	// StopTurn asks the loop to end the turn after this batch.
 	StopTurn   bool   `json:"stopTurn,omitempty"`
 	StopReason string `json:"stopReason,omitempty"`
+	// Yield ends the turn after this batch as yielded (EndYielded): the
+	// turn's prompt stays open, without a result, and the next turn (one
+	// a notification or a steer starts) resumes it. The sub-agent tool
+	// sessions_yield sets it, so a parent waits for its children's
+	// deliveries without holding a turn open.
+	Yield bool `json:"yield,omitempty"`
 	// StopBatchAfterThis is set on the result of a call whose tool
 	// declared ToolSpec.StopBatch: the calls after it were skipped.
 	StopBatchAfterThis bool `json:"stopBatchAfterThis,omitempty"`

@@ -40,6 +40,11 @@ type ToolSpec struct {
 	// Approval: every call waits for a person's approval before it runs
 	// (after the before-tool hooks let it), unless a hook denied it.
 	Approval bool `json:"approval,omitempty"`
+	// Waits declares that a call mostly waits for other sessions (the
+	// sub-agents' agents_wait): in a capped lane (a Host's global lane)
+	// it neither needs nor holds a slot, so a parent waiting for its
+	// children never keeps the slots they or other sessions need.
+	Waits bool `json:"waits,omitempty"`
 }
 
 // Request is one model request, built by the step gate from the current

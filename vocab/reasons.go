@@ -98,6 +98,9 @@ const (
 	EndError       EndKind = "error"
 	EndMaxTokens   EndKind = "max-tokens"
 	EndInterrupted EndKind = "interrupted"
+	// EndYielded: a tool result asked to yield (ToolResult.Yield). The
+	// turn's prompt stays open; the next turn resumes it.
+	EndYielded EndKind = "yielded"
 )
 
 // TurnEnd is why a turn ended. Cause is set for EndAborted; Code and Message

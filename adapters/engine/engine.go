@@ -128,6 +128,10 @@ type Options struct {
 	NoRunTimeout bool
 	// NoLoopDetection turns loop detection off (see session.Config).
 	NoLoopDetection bool
+	// Lane, when set, is a global lane the session shares with others:
+	// its model requests, tool calls and hooks run only while it holds
+	// one of the lane's slots (see session.Config.Lane and GlobalLane).
+	Lane *GlobalLane
 
 	// Hooks are the hook chains, by slot. Slots reports which of them have
 	// handlers now (nil: every slot with a non-nil func); the lane checks
@@ -288,7 +292,7 @@ func New(opt Options) (*Engine, error) {
 	cfg := session.Config{Session: opt.Session, System: opt.System, Model: opt.Model, MaxTokens: opt.MaxTokens,
 		Tools: opt.Tools.Specs(), MaxSteps: opt.MaxSteps, MaxAttempts: opt.MaxAttempts, AbortGrace: opt.AbortGrace, HardStop: opt.HardStop,
 		MaxParallelTools: opt.MaxParallelTools, CaseSensitivePaths: opt.CaseSensitivePaths,
-		RunTimeout: opt.RunTimeout, NoRunTimeout: opt.NoRunTimeout, NoLoopDetection: opt.NoLoopDetection}
+		RunTimeout: opt.RunTimeout, NoRunTimeout: opt.NoRunTimeout, NoLoopDetection: opt.NoLoopDetection, Lane: opt.Lane != nil}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -549,7 +553,8 @@ func (e *Engine) Seq(ctx context.Context) (uint64, error) {
 	return *n, nil
 }
 
-// Status reports the public status, "idle" or "running".
+// Status reports the public status: "idle", "running", or "yielded" (at
+// rest with a prompt a yield left open; see session.Core.Yielded).
 func (e *Engine) Status(ctx context.Context) (string, error) {
 	st := new(string)
 	if err := e.query(ctx, func(c *session.Core) { *st = string(c.Status()) }); err != nil {

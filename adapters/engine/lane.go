@@ -312,6 +312,10 @@ func (e *Engine) flush(self *worker) {
 		self.next = nil
 	}
 	for i, w := range rd.Work {
+		if w.Kind == session.WorkSlot {
+			e.slotWork(w)
+			continue
+		}
 		if w.Op == session.Cancel {
 			e.cancelWork(w)
 			continue
@@ -454,6 +458,9 @@ func (e *Engine) stop(err error) {
 		if !j.started {
 			j.done <- err
 		}
+	}
+	if e.opt.Lane != nil {
+		e.opt.Lane.drop(e) // its slot, held or asked for, goes to the next session
 	}
 	e.stopAll(err)
 	e.cancelAll(err)

@@ -29,7 +29,9 @@ package engine
 // request/header "initial" precedes the first answered model request
 // (checkOpen); no agent/error; every Pending is answered once, with a result matching
 // the one terminal prompt/state event logged for it; after Close no
-// worker is left (and goleak checks the goroutines).
+// worker is left (and goleak checks the goroutines). One seed in three
+// runs in a global lane of one slot that a neighbour takes now and then;
+// the idle session then holds no slot and waits for none.
 
 import (
 	"context"
@@ -135,6 +137,30 @@ type laneSim struct {
 	pendings []*Pending
 	ids      []vocab.ID
 	closed   bool
+	// lane, when set, is a global lane of one slot that a neighbour (a
+	// session the test plays) holds now and then, so the session waits.
+	lane      *GlobalLane
+	neighbour *Engine
+	holding   bool
+}
+
+// toggleNeighbour makes the neighbour take the lane's slot when it is
+// free, or give it back.
+func (s *laneSim) toggleNeighbour() {
+	l := s.lane
+	if s.holding {
+		s.holding = false
+		l.release(s.neighbour, 0)
+		s.tracef("neighbour releases the lane's slot")
+		return
+	}
+	l.mu.Lock()
+	if len(l.held) < l.max {
+		l.held = append(l.held, laneSlot{s.neighbour, 0})
+		s.holding = true
+	}
+	l.mu.Unlock()
+	s.tracef("neighbour takes the lane's slot: %v", s.holding)
 }
 
 func (s *laneSim) tracef(format string, args ...any) {
@@ -383,6 +409,11 @@ func (s *laneSim) run(steps int) {
 		opt.StreamFlush = time.Duration(1+s.rng.Intn(500)) * time.Millisecond
 	}
 	opt.Hooks = s.hooks()
+	if s.rng.Intn(3) == 0 {
+		s.lane, _ = NewGlobalLane(1)
+		s.neighbour = &Engine{}
+		opt.Lane = s.lane
+	}
 	hooks := make([]string, 0, len(opt.Hooks))
 	for h := range opt.Hooks {
 		hooks = append(hooks, string(h))
@@ -392,8 +423,8 @@ func (s *laneSim) run(steps int) {
 		t.Fatalf("New: %v", err)
 	}
 	s.e = e
-	s.tracef("options: maxSteps=%d maxAttempts=%d grace=%s hardStop=%s flush=%s hooks=%v", opt.MaxSteps, opt.MaxAttempts,
-		opt.AbortGrace, opt.HardStop, opt.StreamFlush, hooks)
+	s.tracef("options: maxSteps=%d maxAttempts=%d grace=%s hardStop=%s flush=%s hooks=%v lane=%v", opt.MaxSteps, opt.MaxAttempts,
+		opt.AbortGrace, opt.HardStop, opt.StreamFlush, hooks, opt.Lane != nil)
 	// A safety net: whatever happens, the engine is closed.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -419,6 +450,10 @@ func (s *laneSim) remember(id vocab.ID, err error) {
 func (s *laneSim) act(i int) {
 	e, r := s.e, s.rng
 	msg := func(kind string) vocab.Message { return vocab.UserText(fmt.Sprintf("%s %d", kind, i)) }
+	if s.lane != nil && r.Intn(8) == 0 {
+		s.toggleNeighbour()
+		return
+	}
 	switch x := r.Intn(100); {
 	case x < 18:
 		p, err := e.Submit(msg("prompt"))
@@ -556,6 +591,9 @@ func (s *laneSim) settle() {
 		s.typed("Continue", e.Continue())
 		s.tracef("Continue (settle)")
 	}
+	if s.holding {
+		s.toggleNeighbour() // the session may wait for the slot
+	}
 	idle := make(chan error, 1)
 	go func() { idle <- e.WhenIdle(ctx) }()
 	moves := 0
@@ -581,6 +619,13 @@ func (s *laneSim) settle() {
 		}
 	}
 	s.tracef("idle after %d clock moves", moves)
+	if s.lane != nil {
+		// An idle session holds no slot and waits for none.
+		s.lane.Wait()
+		if st := s.lane.Stats(); st.Held != 0 || st.Waiting != 0 {
+			t.Errorf("the idle session's lane: %+v", st)
+		}
+	}
 	s.closeWithClock(ctx)
 	if t.Failed() {
 		return

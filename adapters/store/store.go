@@ -60,7 +60,7 @@ type Info struct {
 	// Claim is the session's current writer claim.
 	Claim Claim
 	// Status is the last public status the session logged ("idle",
-	// "running"), empty when it logged none.
+	// "running", "yielded"), empty when it logged none.
 	Status string
 }
 

@@ -444,6 +444,11 @@ func (w *runner) startWork(wk session.Work) error {
 		// could still hold one: end it.
 		w.report(&running{work: wk}, vocab.Input{Kind: vocab.InMaintenanceDone})
 		return nil
+	case session.WorkSlot:
+		// A workflow has no global lane (session.Config.Lane is off); a
+		// snapshot from a Host's session could still ask: grant it.
+		w.report(&running{work: wk}, vocab.Input{Kind: vocab.InSlotGranted})
+		return nil
 	}
 	ctx, cancel := workflow.WithCancel(w.ctx)
 	r := &running{work: wk, cancel: cancel}

@@ -638,7 +638,7 @@ func (t *timeline) render(ev vocab.Event) {
 				name = p.Result.Name
 			}
 			switch name {
-			case agentsvc.ToolSpawn, agentsvc.ToolWait, agentsvc.ToolSubagents:
+			case agentsvc.ToolSpawn, agentsvc.ToolWait, agentsvc.ToolSubagents, agentsvc.ToolYield:
 				t.text(ev, c, head, p.Result.Content, 100)
 			default:
 				t.line(ev, c, head+displayText(p.Result.Content, 100))
@@ -654,6 +654,11 @@ func (t *timeline) render(ev vocab.Event) {
 		}
 	case vocab.TurnEndPayload:
 		t.line(ev, bold, fmt.Sprintf("turn end: %s after %d steps", displayText(p.Reason.String(), 0), p.Steps))
+	case vocab.PromptPayload:
+		if ev.Kind == vocab.EventYield {
+			// A yield keeps the prompt open; a later turn resumes it.
+			t.line(ev, bold, fmt.Sprintf("prompt %s %s", p.State, displayText(string(p.Prompt), 0)))
+		}
 	}
 }
 

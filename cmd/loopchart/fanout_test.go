@@ -133,6 +133,39 @@ func TestDemoFanout(t *testing.T) {
 	}
 }
 
+// fanout_yield.json: the parent yields instead of waiting; the first
+// delivery resumes its prompt, which then completes; the second delivery
+// gets a turn of its own. The log verifies.
+func TestDemoFanoutYield(t *testing.T) {
+	t.Parallel()
+	db, code, out, errOut := fanoutRun(t, fanoutScriptPath("fanout_yield.json"))
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s\nstdout:\n%s", code, errOut, out)
+	}
+	timeline, subs := splitFanout(t, out)
+	if len(subs) != 2 {
+		t.Fatalf("%d sub-agent sections, want 2:\n%s", len(subs), out)
+	}
+	inOrder(t, timeline,
+		`call yield_1 sessions_yield({})`,
+		"result yield_1: yielded: waiting for 2 sub-agents",
+		"turn end: yielded after 2 steps",
+		"prompt yielded ",
+		"prompt resumed ",
+		"user: [subagent completed] "+subs[0].id,
+		"assistant: notes.txt: loopchart runs the agent loop",
+		"turn end: completed after 1 steps",
+		"user: [subagent completed] "+subs[1].id,
+		"assistant: And the todo items",
+	)
+	if !strings.HasSuffix(out, "\nresult: completed{steps=1}\n") {
+		t.Errorf("the output does not end with the prompt's result:\n%s", out)
+	}
+	if code, vout, verr := runCmd(t, "log", "verify", "--db", db); code != 0 {
+		t.Fatalf("log verify: exit %d\n%s%s", code, vout, verr)
+	}
+}
+
 func TestDemoFanoutLimits(t *testing.T) {
 	t.Parallel()
 	db, code, out, errOut := fanoutRun(t, fanoutScriptPath("fanout_limits.json"))

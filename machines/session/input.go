@@ -27,6 +27,10 @@ func (c *Core) apply(in vocab.Input) error {
 		c.cause = *in.Cause
 		c.emitInput(in)
 		c.fireNow(agent.Cancel{Cause: *in.Cause, KeepInbox: in.KeepInbox})
+		if c.yielded != "" && c.turn == nil {
+			// The yielded prompt is the work a cancel ends.
+			c.resolve(c.yielded, vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: in.Cause})
+		}
 		c.ack(in)
 	case vocab.InHooks:
 		c.emitInput(in)
@@ -114,6 +118,18 @@ func (c *Core) apply(in vocab.Input) error {
 		c.open(in)
 	case vocab.InCheckpoint:
 		c.checkpoint(in)
+	case vocab.InSlotGranted:
+		c.emitInput(in)
+		c.slotHeld = true
+		for _, p := range c.work {
+			if p.waiting {
+				p.waiting = false
+				if p.kind == WorkTool && p.work.Call != nil {
+					c.emit(vocab.EventToolExecutionStart, vocab.ToolPayload{Call: *p.work.Call})
+				}
+				c.m.rd.Work = append(c.m.rd.Work, p.work)
+			}
+		}
 	case vocab.InStopped:
 		c.emitInput(in)
 		for _, s := range in.Stuck {
@@ -125,6 +141,7 @@ func (c *Core) apply(in vocab.Input) error {
 	if c.m.agent.In(c.agent, agent.Disposed) && !c.closed {
 		c.dispose()
 	}
+	c.lane()
 	c.updateStatus()
 	return nil
 }

@@ -87,6 +87,7 @@ func (c *Core) open(in vocab.Input) {
 // maintenance job ends; a close in progress completes. Armed timers are
 // armed again (their Work is re-emitted).
 func (c *Core) recover() {
+	c.resetSlot()
 	if c.approvalPending() {
 		c.recoverBatch()
 		return
@@ -182,6 +183,10 @@ func (c *Core) recoverBatch() {
 				c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: cause}})
 			}
 		case WorkHook:
+			if c.needsSlot(p) {
+				p.waiting = true // asked again once the lane grants a slot
+				continue
+			}
 			c.m.rd.Work = append(c.m.rd.Work, p.work) // asked again
 		}
 	}

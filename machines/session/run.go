@@ -262,6 +262,18 @@ func (c *Core) beginTurn(f agent.StartTurn) {
 	c.inTurn = true
 	c.emit(vocab.EventTurnStart, nil)
 	c.runTurn()
+	if y := c.yielded; y != "" {
+		if c.prompt == "" {
+			// A turn of no prompt of its own (a delivery's, a steer's)
+			// resumes the yielded prompt, in the run it started.
+			c.prompt, c.yielded = y, ""
+			c.emit(vocab.EventYield, vocab.PromptPayload{Prompt: y, State: vocab.YieldResumed})
+		} else {
+			// A new prompt takes the conversation over: the yielded one
+			// ends with what it had.
+			c.resolve(y, vocab.PromptResult{Kind: vocab.PromptCompleted, StopReason: "yielded, then superseded by prompt " + string(c.prompt)})
+		}
+	}
 	if c.prompt != "" {
 		c.emit(vocab.EventPrompt, vocab.PromptPayload{Prompt: c.prompt, State: "running"})
 	}
@@ -343,6 +355,9 @@ func (c *Core) resolve(id vocab.ID, r vocab.PromptResult) {
 	}
 	c.prompts = slices.Delete(c.prompts, i, i+1)
 	delete(c.live, id)
+	if id == c.yielded {
+		c.yielded = ""
+	}
 	c.emit(vocab.EventPrompt, vocab.PromptPayload{Prompt: id, State: string(r.Kind), Detail: r.String()})
 	rr := r
 	c.result(Result{Kind: PromptEnded, Input: id, Prompt: &rr})
@@ -353,27 +368,36 @@ func (c *Core) resolve(id vocab.ID, r vocab.PromptResult) {
 var (
 	statusIdle    any = vocab.StatusPayload{Status: string(agent.StatusIdle)}
 	statusRunning any = vocab.StatusPayload{Status: string(agent.StatusRunning)}
+	statusYielded any = vocab.StatusPayload{Status: string(StatusYielded)}
 )
 
 // updateStatus reports a flip of the public status: running while a turn
-// runs, a prompt is judged or the session closes.
+// runs, a prompt is judged or the session closes; yielded while it rests
+// with a yielded prompt. agent/start and agent/end mark running's edges.
 func (c *Core) updateStatus() {
 	s := agent.StatusIdle
-	if !c.closed && (c.m.agent.In(c.agent, agent.Running) || c.m.agent.In(c.agent, agent.Closing) || c.m.agent.In(c.agent, agent.Gating)) {
+	switch {
+	case !c.closed && (c.m.agent.In(c.agent, agent.Running) || c.m.agent.In(c.agent, agent.Closing) || c.m.agent.In(c.agent, agent.Gating)):
 		s = agent.StatusRunning
+	case !c.closed && c.yielded != "":
+		s = StatusYielded
 	}
 	if s == c.status {
 		return
 	}
+	was := c.status
 	c.status = s
 	p := statusIdle
-	if s == agent.StatusRunning {
+	switch s {
+	case agent.StatusRunning:
 		p = statusRunning
+	case StatusYielded:
+		p = statusYielded
 	}
 	c.emit(vocab.EventStatus, p)
 	if s == agent.StatusRunning {
 		c.emit(vocab.EventAgentStart, nil)
-	} else {
+	} else if was == agent.StatusRunning {
 		c.emit(vocab.EventAgentEnd, nil)
 	}
 }

@@ -135,6 +135,18 @@ type Config struct {
 	// critical loop blocks the batch, a second one ends the run failed
 	// with loop.critical_repeat.
 	NoLoopDetection bool `json:"noLoopDetection,omitempty"`
+	// Lane says the session shares a capped lane with other sessions (a
+	// Host's global lane): a model request, tool call or hook starts only
+	// while the session holds one of the lane's slots. The core asks for
+	// a slot (WorkSlot, a lane/slot "wait" event) when such work is due
+	// and it holds none; the work waits, started in the core but not yet
+	// handed out, until the slot.granted input; the core gives the slot
+	// back (a lane/slot "release" event) as soon as none of that work
+	// runs or waits: while it rests, yields, awaits an approval, waits
+	// for a retry or is paused. Calls of tools that declare
+	// vocab.ToolSpec.Waits (agents_wait) neither need nor hold a slot,
+	// nor do background calls, timers and maintenance jobs.
+	Lane bool `json:"lane,omitempty"`
 }
 
 // DefaultRunTimeout is a run's wall-clock limit by default
@@ -306,9 +318,13 @@ type Core struct {
 
 	work    []*pending // outstanding work, in start order
 	workSeq uint64
-	seq     uint64
-	now     time.Time
-	status  agent.PublicStatus
+	// slot is the lane slot request (the WorkSlot work: 0 when none) and
+	// slotHeld whether the lane granted it (Config.Lane).
+	slot     uint64
+	slotHeld bool
+	seq      uint64
+	now      time.Time
+	status   agent.PublicStatus
 	// cause is the cancel cause of the input being stepped: prompts it
 	// takes off the queue end cancelled with it.
 	cause vocab.CancelCause
@@ -323,6 +339,9 @@ type Core struct {
 	usedList []vocab.ID
 	callIDs  map[string]struct{}
 	prompts  []vocab.ID // prompts waiting for a result, in submission order
+	// yielded is the prompt whose turn ended yielded (a sessions_yield):
+	// it stays open, without a result, until the next turn resumes it.
+	yielded vocab.ID
 	// blocking is the prompt the gate is blocking in the fire being
 	// settled.
 	blocking vocab.ID
@@ -413,8 +432,18 @@ func (c *Core) State() (agentState, turnState string) {
 }
 
 // Status returns the public status: running while a turn runs, a prompt
-// is judged or the session closes; idle otherwise.
+// is judged or the session closes; StatusYielded while no turn runs and
+// a prompt waits, yielded, for the turn that resumes it; idle otherwise.
 func (c *Core) Status() agent.PublicStatus { return c.status }
+
+// StatusYielded is the public status of a session resting with a yielded
+// prompt (see Yielded). The agent machine itself knows only idle and
+// running: yielding is the session's bookkeeping.
+const StatusYielded agent.PublicStatus = "yielded"
+
+// Yielded returns the prompt a turn ended yielded ("" when none): it has
+// no result yet; the next turn (a notification's, a steer's) resumes it.
+func (c *Core) Yielded() vocab.ID { return c.yielded }
 
 // Step applies one input. An error means the input was rejected: no state
 // changed and nothing was logged. Otherwise the input is recorded as an
@@ -431,8 +460,12 @@ func (c *Core) Step(in vocab.Input) (err error) {
 	if err := c.Validate(in); err != nil {
 		return err
 	}
-	if in.At.After(c.now) {
-		c.now = in.At
+	// Wall clock only: a time.Now's monotonic reading would order inputs
+	// by it, while a log (and so a fold) keeps only the wall clock, which
+	// a machine's clock adjustments can move backwards between two
+	// readings: the fold would then derive other event times.
+	if at := in.At.Round(0); at.After(c.now) {
+		c.now = at
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -536,6 +569,10 @@ func (c *Core) Validate(in vocab.Input) error {
 		if in.Work == 0 {
 			return vocab.Errorf(vocab.CodeBadInput, "%s: no work id", in.Kind)
 		}
+	case vocab.InSlotGranted:
+		if in.Work == 0 || c.find(in.Work).kind != WorkSlot {
+			return vocab.Errorf(vocab.CodeBadInput, "slot.granted: work %d is no slot request", in.Work)
+		}
 	case vocab.InModelDone:
 		if in.Work == 0 || in.Reply == nil {
 			return vocab.Errorf(vocab.CodeBadInput, "model.done: needs work and a reply")
@@ -605,7 +642,7 @@ func (c *Core) closing() bool { return c.m.agent.In(c.agent, agent.Closing) || c
 func (c *Core) stale(in vocab.Input) bool {
 	switch in.Kind {
 	case vocab.InModelParts, vocab.InModelDone, vocab.InModelFailed, vocab.InToolUpdate, vocab.InToolDone,
-		vocab.InHookDone, vocab.InTimerFired, vocab.InMaintenanceDone:
+		vocab.InHookDone, vocab.InTimerFired, vocab.InMaintenanceDone, vocab.InSlotGranted:
 		return c.find(in.Work) == nil
 	case vocab.InStopped:
 		for _, p := range c.work {
@@ -695,6 +732,10 @@ const (
 	// WorkStop cancels everything still running; answered by stopped once
 	// all of it has ended (or the close deadline passed).
 	WorkStop WorkKind = "stop"
+	// WorkSlot asks the session's capped lane for a slot (start; answered
+	// by slot.granted, which starts the work that waited for it) and gives
+	// it back, granted or not (cancel). See Config.Lane.
+	WorkSlot WorkKind = "slot"
 )
 
 // WorkOp says whether work starts or is cancelled.
@@ -791,6 +832,9 @@ type pending struct {
 	// work is the work as started (its hook, prompt, job input), re-emitted
 	// by Restore.
 	work Work
+	// waiting is set while the work waits for a lane slot: started in the
+	// core, not yet handed to the adapter (see Config.Lane).
+	waiting bool
 }
 
 func (c *Core) find(id uint64) *pending {
@@ -819,6 +863,10 @@ func (c *Core) start(p *pending, w Work) {
 	q.id, w.ID, w.Op, w.Kind = c.workSeq, c.workSeq, Start, q.kind
 	q.work = w
 	c.work = append(c.work, q)
+	if !c.slotHeld && c.needsSlot(q) {
+		q.waiting = true // handed out by slot.granted (see lane)
+		return
+	}
 	c.m.rd.Work = append(c.m.rd.Work, w)
 }
 
@@ -830,8 +878,8 @@ func (c *Core) cancel(id uint64, cause vocab.CancelCause) {
 		return
 	}
 	c.drop(id)
-	if c.recovering {
-		return // it died with the process that ran it
+	if c.recovering || p.waiting {
+		return // it died with the process that ran it, or never started
 	}
 	cc := cause
 	c.m.rd.Work = append(c.m.rd.Work, Work{ID: id, Op: Cancel, Kind: p.kind, Cause: &cc})

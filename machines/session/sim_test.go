@@ -332,11 +332,21 @@ type sim struct {
 	// stuck: this seed's model is stuck on one failing call (it repeats
 	// it, and its tool fails the same way every time), for loop detection.
 	stuck bool
+	// relane holds tool hooks a reopen asked again that wait for a lane
+	// slot (Config.Lane): their start comes with the grant.
+	relane map[uint64]bool
 	// terminated is the loop/intervention that terminates the open turn's
 	// run (nil: none yet).
 	terminated *vocab.LoopPayload
 	// turnPrompt is the prompt the open turn runs for ("" when none).
 	turnPrompt vocab.ID
+	// yielded is the prompt resting yielded ("" when none); yieldEnd is
+	// set by a turn/end yielded until its prompt/yield (or its absence,
+	// for a turn of no prompt) is checked.
+	yielded  vocab.ID
+	yieldEnd bool
+	// laneSlot is the lane slot request the log says is out (0: none).
+	laneSlot uint64
 	// wantHeader is the reason the next model request must log its
 	// request/header with ("initial" before the first request, "resume"
 	// after a reopen; "": none is due).
@@ -383,6 +393,7 @@ type simStats struct {
 	reopenTurns, reopenCalls, reopenGates, reopenJobs, reopenCloses, reopenTimers, spared int
 	approvals, asked, parallel, detached, reopenApprovals                                 int
 	loopBlocks, loopTerminations                                                          int
+	yields, yieldResumes, laneWaits                                                       int
 }
 
 func (a *simStats) add(b simStats) {
@@ -424,6 +435,9 @@ func (a *simStats) add(b simStats) {
 	a.reopenApprovals += b.reopenApprovals
 	a.loopBlocks += b.loopBlocks
 	a.loopTerminations += b.loopTerminations
+	a.yields += b.yields
+	a.yieldResumes += b.yieldResumes
+	a.laneWaits += b.laneWaits
 }
 
 func (a simStats) String() string {
@@ -433,12 +447,12 @@ func (a simStats) String() string {
 		"%d timers armed at the crash, %d re-armed; %d folded from the log, %d late results of dead work, %d resumed requests), "+
 		"%d checkpoint inputs (%d tails restored and re-stepped), %d sessions closed; "+
 		"%d tool calls started beside another, %d detached, %d approvals asked, %d answered, %d reopens with one pending; "+
-		"%d loop interventions, %d runs terminated by loop detection",
+		"%d loop interventions, %d runs terminated by loop detection; %d prompts yielded, %d resumed; %d lane slots asked for",
 		a.steps, a.inputs, a.rejected, a.stale, a.events, a.turns, a.requests, a.tools, a.hooks, a.timers,
 		a.prompts, a.lateApplied+a.lateStale, a.lateApplied, a.lateStale, a.restarts, a.checkpoints,
 		a.reopens, a.spared, a.reopenTurns, a.reopenCalls, a.reopenGates, a.reopenJobs, a.reopenCloses,
 		a.reopenTimers, a.rearms, a.refolds, a.deadLate, a.resumes, a.checkpointIns, a.folds, a.closed,
-		a.parallel, a.detached, a.asked, a.approvals, a.reopenApprovals, a.loopBlocks, a.loopTerminations)
+		a.parallel, a.detached, a.asked, a.approvals, a.reopenApprovals, a.loopBlocks, a.loopTerminations, a.yields, a.yieldResumes, a.laneWaits)
 }
 
 type snapAt struct {
@@ -462,6 +476,7 @@ type workItem struct {
 	updates   int
 	detached  bool // a tool that went on in the background
 	dead      bool // it died with a lane that crashed: nobody answers it but late
+	granted   bool // a lane slot granted: held until its cancel
 }
 
 type msgState int
@@ -505,7 +520,7 @@ type ackRec struct {
 // runSeed simulates one seed; trace, when set, gets the trace.
 func runSeed(seed int64, steps int, m *session.Machines, trace func(string)) (f *simFailure, st simStats) {
 	s := &sim{seed: seed, rng: rand.New(rand.NewSource(seed)), trace: trace, now: simEpoch, machines: m,
-		work: map[uint64]*workItem{}, msgs: map[vocab.ID]*msgRec{}, acks: map[vocab.ID]*ackRec{}, reused: map[vocab.ID]bool{}}
+		work: map[uint64]*workItem{}, msgs: map[vocab.ID]*msgRec{}, acks: map[vocab.ID]*ackRec{}, reused: map[vocab.ID]bool{}, relane: map[uint64]bool{}}
 	defer func() {
 		if r := recover(); r != nil {
 			buf := make([]byte, 8<<10)
@@ -616,6 +631,9 @@ func (s *sim) config() session.Config {
 		cfg.MaxTokens = 1000
 	}
 	cfg.Hooks = session.HooksOf(s.slots())
+	// A capped lane: work waits for slot.granted, the slot goes back when
+	// nothing runs (the lane answers slot work like any other).
+	cfg.Lane = s.chance(0.3)
 	return cfg
 }
 
@@ -810,6 +828,16 @@ func (s *sim) reopen() {
 			reo.gated = w.Prompt.ID // the cancel of the gate ends the prompt it judges
 		}
 	}
+	if st, _ := s.core.State(); reo.gated == "" && st == "gating" && s.cfg.Lane {
+		// Its gate's hook waited for a lane slot: the prompt is at the
+		// gate all the same, and the recovery's cancel ends it.
+		for _, rec := range s.msgsInOrder() {
+			if rec.state == stQueued && rec.target == "next-turn" {
+				reo.gated = rec.id
+				break
+			}
+		}
+	}
 	for _, rec := range s.msgsInOrder() {
 		if rec.state == stQueued && rec.id != reo.gated {
 			reo.queued = append(reo.queued, rec)
@@ -911,6 +939,10 @@ func (s *sim) reopened() {
 			s.failf("reopen-approval", "calls %v awaited approval at the crash; after the reopen: turn ended %t, awaiting %v", reo.pending, reo.turnEnd, pending)
 		}
 		for id := range reo.rehook {
+			if s.cfg.Lane {
+				s.relane[id] = true // asked again once the lane grants a slot
+				continue
+			}
 			s.failf("reopen-approval", "the tool hook work %d that ran at the crash was not handed out again", id)
 		}
 		return
@@ -1727,7 +1759,7 @@ func (s *sim) answer(late bool) bool {
 	var pool []*workItem
 	for _, id := range s.order {
 		it := s.work[id]
-		if it.answered || !it.visible {
+		if it.answered || !it.visible || it.granted {
 			continue
 		}
 		if it.cancelled && it.w.Kind != session.WorkTool && it.w.Kind != session.WorkMaintenance {
@@ -1799,6 +1831,8 @@ func (s *sim) answerItem(it *workItem) {
 		in.Kind = vocab.InTimerFired
 	case session.WorkMaintenance:
 		in.Kind = vocab.InMaintenanceDone
+	case session.WorkSlot:
+		in.Kind, terminal, it.granted = vocab.InSlotGranted, false, true
 	case session.WorkStop:
 		in.Kind = vocab.InStopped
 		// Cancelled work that has not ended is reported stuck.
@@ -1924,6 +1958,8 @@ func (s *sim) late(it *workItem) {
 		in.Kind = vocab.InTimerFired
 	case session.WorkMaintenance:
 		in.Kind = vocab.InMaintenanceDone
+	case session.WorkSlot:
+		in.Kind = vocab.InSlotGranted
 	}
 	if it != nil && !it.answered {
 		// A late result of cancelled work: tool and maintenance work may
@@ -2115,8 +2151,11 @@ func (s *sim) toolResult(call *vocab.ToolCall, cancelled bool) *vocab.ToolResult
 		r.Content, r.IsError = "boom", true
 	case k < 80:
 		r.Content, r.StopTurn, r.StopReason = "done here", true, fmt.Sprintf("tool-stop-%d", s.rng.Intn(10))
-	case k < 86:
+	case k < 83:
 		r.Content, r.StopBatchAfterThis = "stop the batch", true // ignored: stopping is declared
+	case k < 86:
+		// sessions_yield: the turn ends yielded, its prompt stays open.
+		r.Content, r.Yield = "yielded", true
 	case k < 90:
 		r.Content = "delivering"
 		r.Delivery = &vocab.Delivery{Kind: vocab.DeliverySteer, Message: vocab.UserText(fmt.Sprintf("delivered by %s", call.ID))}
@@ -2347,6 +2386,13 @@ func (s *sim) onEvent(ev vocab.Event) {
 		if len(s.toolsOn) > 0 && !recovering {
 			s.failf("tool-schedule", "turn %d ends with calls still executing: %v", s.turnNo, slices.Sorted(maps.Keys(s.toolsOn)))
 		}
+		if p, _ := ev.Payload.(vocab.TurnEndPayload); p.Reason.Kind == vocab.EndYielded {
+			s.yieldEnd = s.turnPrompt != ""
+			if s.yielded != "" {
+				s.failf("yield", "turn %d ends yielded while prompt %s is yielded already", s.turnNo, s.yielded)
+			}
+			s.yielded = s.turnPrompt
+		}
 		clear(s.toolsOn)
 		s.inTurn, s.sawEnd, s.turnPrompt = false, true, ""
 	case vocab.EventStepStart:
@@ -2482,8 +2528,50 @@ func (s *sim) onEvent(ev vocab.Event) {
 		s.histNew = true
 	case vocab.EventInboxSpliced:
 		s.onInbox(ev.Payload.(vocab.InboxPayload))
+	case vocab.EventStatus:
+		if p, _ := ev.Payload.(vocab.StatusPayload); (p.Status == string(session.StatusYielded)) != (s.yielded != "" && !s.inTurn && p.Status != "running") {
+			s.failf("yield", "agent/status %s with yielded prompt %q (in a turn: %v)", p.Status, s.yielded, s.inTurn)
+		}
+	case vocab.EventLane:
+		p := ev.Payload.(vocab.LanePayload)
+		switch {
+		case !s.cfg.Lane && p.Op == vocab.LaneWait:
+			s.failf("lane", "a lane/slot wait in a session without a lane")
+		case p.Op == vocab.LaneWait && s.laneSlot != 0 && !recovering:
+			s.failf("lane", "a lane/slot wait for %d while slot %d is out", p.Work, s.laneSlot)
+		case p.Op == vocab.LaneRelease && p.Work != s.laneSlot:
+			s.failf("lane", "a lane/slot release of %d while slot %d is out", p.Work, s.laneSlot)
+		}
+		if p.Op == vocab.LaneWait {
+			s.laneSlot = p.Work
+			s.stats.laneWaits++
+		} else {
+			s.laneSlot = 0
+		}
+	case vocab.EventYield:
+		p := ev.Payload.(vocab.PromptPayload)
+		switch p.State {
+		case vocab.YieldYielded:
+			if !s.yieldEnd || p.Prompt != s.yielded || prev != vocab.EventTurnEnd {
+				s.failf("yield", "prompt/yield yielded for %s right after %s (yielded prompt %q)", p.Prompt, prev, s.yielded)
+			}
+			s.yieldEnd = false
+			s.stats.yields++
+		case vocab.YieldResumed:
+			if p.Prompt != s.yielded || !s.inTurn || s.turnPrompt != "" {
+				s.failf("yield", "prompt/yield resumed for %s, yielded %q, in a turn %v with prompt %q", p.Prompt, s.yielded, s.inTurn, s.turnPrompt)
+			}
+			s.yielded = ""
+			s.stats.yieldResumes++
+		default:
+			s.failf("yield", "prompt/yield state %q", p.State)
+		}
 	case vocab.EventPrompt:
 		p := ev.Payload.(vocab.PromptPayload)
+		if p.State != "running" && p.Prompt == s.yielded {
+			s.yielded = "" // cancelled, closed or superseded while yielded
+		}
+		resumed := p.State == "running" && prev == vocab.EventYield
 		rec := s.msgs[p.Prompt]
 		if rec != nil && rec.kind == vocab.InSteer && knownBug["retargeted-steer-is-prompt"] {
 			rec.prompted = true
@@ -2491,7 +2579,7 @@ func (s *sim) onEvent(ev vocab.Event) {
 		}
 		if rec == nil || rec.kind != vocab.InSubmit {
 			s.failf("prompt-result", "prompt/state for %s, which is no submitted prompt", p.Prompt)
-		} else if p.State == "running" && rec.state != stQueued && rec.state != stClaimed {
+		} else if p.State == "running" && rec.state != stQueued && rec.state != stClaimed && !resumed {
 			s.failf("prompt-result", "prompt %s runs but is %s", p.Prompt, rec.describe())
 		}
 		if p.State == "running" {
@@ -2657,6 +2745,15 @@ func (s *sim) onWork(w session.Work) {
 	recovering := s.reo != nil && s.input == vocab.InOpen // the open step of a reopen
 	switch w.Op {
 	case session.Start:
+		if s.relane[w.ID] {
+			// A tool hook a reopen asked again, handed out with its slot.
+			delete(s.relane, w.ID)
+			it := s.work[w.ID]
+			it.dead, it.answered, it.visible = false, false, false
+			s.order = append(s.order, w.ID)
+			s.newWork = append(s.newWork, w.ID)
+			return
+		}
 		if recovering && w.ID <= s.reo.maxWork {
 			if !s.reo.rearm[w.ID] && !s.reo.rehook[w.ID] {
 				s.failf("reopen-rearm", "the reopen hands out %s again, which is no timer armed at the crash (or was re-armed already)", describeWork(w))
@@ -2665,10 +2762,15 @@ func (s *sim) onWork(w session.Work) {
 			s.rearmed(w)
 			return
 		}
-		if w.ID <= s.maxWork {
+		switch {
+		case s.work[w.ID] != nil:
+			s.failf("work-ids", "work %d starts twice", w.ID)
+		case w.ID <= s.maxWork && !s.cfg.Lane:
+			// (In a capped lane, work started in the core waits for its
+			// slot and is handed out after the slot request.)
 			s.failf("work-ids", "work %d starts after work %d", w.ID, s.maxWork)
 		}
-		if recovering && w.Kind != session.WorkTimer && !(s.reo.approval && w.Kind == session.WorkTool) {
+		if recovering && w.Kind != session.WorkTimer && !(s.reo.approval && (w.Kind == session.WorkTool || w.Kind == session.WorkSlot)) {
 			s.failf("reopen-rests", "the recovery hands out %s", describeWork(w))
 		}
 		s.maxWork = max(s.maxWork, w.ID)

@@ -46,6 +46,9 @@ type snapshot struct {
 	Now         time.Time                 `json:"now"`
 	Status      agent.PublicStatus        `json:"status"`
 	Prompts     []vocab.ID                `json:"prompts,omitempty"`
+	Yielded     vocab.ID                  `json:"yielded,omitempty"`
+	Slot        uint64                    `json:"slot,omitempty"`
+	SlotHeld    bool                      `json:"slotHeld,omitempty"`
 	Used        []vocab.ID                `json:"used,omitempty"`
 	ReplyKind   vocab.PartKind            `json:"replyKind,omitempty"`
 	ReplyBuf    string                    `json:"replyBuf,omitempty"`
@@ -84,6 +87,7 @@ type pendingSnapshot struct {
 	Name     string          `json:"name,omitempty"`
 	TimerSeq uint64          `json:"timerSeq,omitempty"`
 	Work     Work            `json:"work"`
+	Waiting  bool            `json:"waiting,omitempty"`
 }
 
 // Snapshot captures the whole core as versioned JSON: the machines'
@@ -101,7 +105,7 @@ func (c *Core) Snapshot() ([]byte, error) {
 	s := snapshot{Version: SnapshotVersion, Config: c.cfg, Agent: c.m.agent.Snapshot(c.agent), TurnNo: c.turnNo, Step: c.step,
 		Prompt: c.prompt, StepOpen: c.stepOpen, InTurn: c.inTurn, Resume: c.resume, Concluded: c.concluded, LastFinish: c.lastFinish,
 		StopReason: c.stopReason, Claim: c.claim, History: c.history, Model: c.model, WorkSeq: c.workSeq,
-		Seq: c.seq, Now: c.now, Status: c.status, Prompts: c.prompts, Closed: c.closed, Used: c.usedList,
+		Seq: c.seq, Now: c.now, Status: c.status, Prompts: c.prompts, Yielded: c.yielded, Slot: c.slot, SlotHeld: c.slotHeld, Closed: c.closed, Used: c.usedList,
 		Opened: c.opened, Header: c.header, Sources: c.reply.sources, RunDeadline: c.runDeadline, Guard: c.guard.Clone()}
 	if c.turn != nil {
 		t := c.m.turn.Snapshot(c.turn)
@@ -126,15 +130,16 @@ func (c *Core) Snapshot() ([]byte, error) {
 	}
 	for _, p := range c.work {
 		s.Work = append(s.Work, pendingSnapshot{ID: p.id, Kind: p.kind, Turn: p.turn, Claimed: p.claimed,
-			Failure: p.failure, Machine: p.machine, Instance: p.instance, Name: p.name, TimerSeq: p.seq, Work: p.work})
+			Failure: p.failure, Machine: p.machine, Instance: p.instance, Name: p.name, TimerSeq: p.seq, Work: p.work, Waiting: p.waiting})
 	}
 	return json.Marshal(s)
 }
 
 // Restore rebuilds a core from a Snapshot, firing on m. Its first Ready
 // re-emits every piece of outstanding work (model requests and tool calls
-// in flight, armed timers, pending hooks and approvals), which the adapter
-// starts again; no events are emitted. A snapshot of another version, or
+// in flight, armed timers, pending hooks and approvals, a lane slot
+// request), which the adapter starts again; work that waited for a lane
+// slot still waits for its grant. No events are emitted. A snapshot of another version, or
 // one that does not hold together, is refused with machine.bad_snapshot.
 func Restore(data []byte, m *Machines) (*Core, error) {
 	if m == nil {
@@ -154,7 +159,7 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 	c := &Core{cfg: s.Config, m: m, live: map[vocab.ID]struct{}{}, turnNo: s.TurnNo, step: s.Step, prompt: s.Prompt,
 		stepOpen: s.StepOpen, inTurn: s.InTurn, resume: s.Resume, concluded: s.Concluded, lastFinish: s.LastFinish,
 		stopReason: s.StopReason, claim: s.Claim, history: s.History, model: s.Model, workSeq: s.WorkSeq,
-		seq: s.Seq, now: s.Now, status: s.Status, prompts: s.Prompts, closed: s.Closed, opened: s.Opened, header: s.Header, runDeadline: s.RunDeadline, guard: s.Guard}
+		seq: s.Seq, now: s.Now, status: s.Status, prompts: s.Prompts, yielded: s.Yielded, slot: s.Slot, slotHeld: s.SlotHeld, closed: s.Closed, opened: s.Opened, header: s.Header, runDeadline: s.RunDeadline, guard: s.Guard}
 	var err error
 	if c.agent, err = m.agent.Restore(s.Agent); err != nil {
 		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: %w", err)
@@ -200,12 +205,14 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 			return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: work %d outside 1..%d", ps.ID, c.workSeq)
 		}
 		p := &pending{id: ps.ID, kind: ps.Kind, turn: ps.Turn, claimed: ps.Claimed, failure: ps.Failure,
-			machine: ps.Machine, instance: ps.Instance, name: ps.Name, seq: ps.TimerSeq, work: ps.Work}
+			machine: ps.Machine, instance: ps.Instance, name: ps.Name, seq: ps.TimerSeq, work: ps.Work, waiting: ps.Waiting}
 		if p.kind == WorkHook {
 			p.work.History = c.History()
 		}
 		c.work = append(c.work, p)
-		c.m.rd.Work = append(c.m.rd.Work, p.work)
+		if !p.waiting {
+			c.m.rd.Work = append(c.m.rd.Work, p.work)
+		}
 	}
 	// The live ids: queued, claimed, held by a gate hook, or prompts.
 	for _, l := range [][]vocab.Message{c.agent.Ctx.NextTurn, c.agent.Ctx.NextStep, c.agent.Ctx.Reminders, c.claim} {
@@ -222,6 +229,12 @@ func Restore(data []byte, m *Machines) (*Core, error) {
 		c.live[id] = struct{}{}
 	}
 	c.prompts = slices.Clip(c.prompts)
+	if c.slot != 0 && (c.find(c.slot) == nil || c.find(c.slot).kind != WorkSlot) {
+		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: slot request %d is no outstanding slot work", c.slot)
+	}
+	if c.yielded != "" && !slices.Contains(c.prompts, c.yielded) {
+		return nil, vocab.Errorf(vocab.CodeBadSnapshot, "session: yielded prompt %s is not an open prompt", c.yielded)
+	}
 	return c, nil
 }
 

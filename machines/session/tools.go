@@ -216,9 +216,12 @@ func (c *Core) launch(cl *call) bool {
 	c.settle(fireReq{kind: reqTool, call: cl})
 	tc := cl.inst.Ctx.Call
 	tc.Args = slices.Clone(tc.Args) // the tool's own copy
-	c.emit(vocab.EventToolExecutionStart, vocab.ToolPayload{Call: tc})
 	c.start(&pending{kind: WorkTool, turn: c.turnNo}, Work{Call: &tc})
 	cl.work = c.workSeq
+	if p := c.find(cl.work); !p.waiting {
+		// (A call that waits for a lane slot starts with the grant.)
+		c.emit(vocab.EventToolExecutionStart, vocab.ToolPayload{Call: tc})
+	}
 	c.enqueue(fireReq{kind: reqTurn, ev: turn.ToolStarted{CallID: cl.Call.ID}})
 	return true
 }
@@ -258,6 +261,14 @@ func (c *Core) toolEffect(cl *call, eff chart.Effect) {
 	case tool.Progress:
 		c.emit(vocab.EventToolExecutionUpdate, vocab.ToolPayload{Call: cl.Call, Update: f.Text})
 	case tool.CancelExecution:
+		if p := c.find(cl.work); p != nil && p.waiting {
+			// It never started (it waited for a lane slot): it ends now,
+			// aborted, with no grace to give.
+			c.drop(cl.work)
+			cl.work = 0
+			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.Abort{Cause: f.Cause}})
+			break
+		}
 		if cl.work != 0 {
 			// The call is told to stop and keeps its grace: its result
 			// still lands if it comes in time.

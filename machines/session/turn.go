@@ -220,8 +220,11 @@ func (c *Core) drain(f turn.Drain) {
 	c.drainStopping()
 }
 
+// stopping reports whether the turn ends at its drain: paused, asked to
+// stop, or yielded. Such a drain claims nothing: queued input waits for
+// the next turn (which, after a yield, resumes the prompt).
 func (c *Core) stopping() bool {
-	return c.turn != nil && (c.turn.Ctx.Paused || c.turn.Ctx.Stopped)
+	return c.turn != nil && (c.turn.Ctx.Paused || c.turn.Ctx.Stopped || c.turn.Ctx.Yielded)
 }
 
 func (c *Core) drainStopping() {
@@ -273,7 +276,12 @@ func (c *Core) endTurn(f turn.EndTurn) {
 		end = vocab.TurnEnd{Kind: vocab.EndInterrupted}
 	}
 	c.emit(vocab.EventTurnEnd, vocab.TurnEndPayload{Reason: end, Steps: f.Steps})
-	if c.prompt != "" {
+	switch {
+	case c.prompt != "" && end.Kind == vocab.EndYielded:
+		// The prompt stays open: the next turn resumes it.
+		c.yielded = c.prompt
+		c.emit(vocab.EventYield, vocab.PromptPayload{Prompt: c.prompt, State: vocab.YieldYielded})
+	case c.prompt != "":
 		c.resolve(c.prompt, c.promptResult(f))
 	}
 	for i := 0; i < len(c.work); {

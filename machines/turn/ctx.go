@@ -55,6 +55,9 @@ type Ctx struct {
 	// drain.
 	Stopped    bool   `json:"stopped,omitempty"`
 	StopReason string `json:"stopReason,omitempty"`
+	// Yielded is set when a tool result asked to yield: the turn ends
+	// yielded at the next drain, before any stop.
+	Yielded bool `json:"yielded,omitempty"`
 	// Calls are the current batch's tool calls in the model's order; Results
 	// holds their outcomes at the same index (nil while pending).
 	Calls   []vocab.ToolCall    `json:"calls,omitempty"`

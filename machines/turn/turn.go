@@ -16,7 +16,9 @@
 // once a reply hits the output limit, a turn that would end completed ends
 // max-tokens. Tool calls in such a reply are not executed: each gets an
 // error result, the turn is stopped and goes to draining like any step (step
-// hooks, drain, step end), where the stop ends it.
+// hooks, drain, step end), where the stop ends it. A tool result that
+// yields (vocab.ToolResult.Yield) ends the turn at the drain as yielded:
+// the session keeps the turn's prompt open for a later turn.
 //
 // The machine is pure and synchronous: Fire an event, read the transitions
 // and effects from the chart.Out. See Definition for every edge.
@@ -126,7 +128,9 @@ var (
 	}}
 	gLoopTerminated = &guard{Name: "loopTerminated", Test: func(c *Ctx, _ chart.Event) bool { return c.LoopEnd != nil }}
 	gStopRequested  = &guard{Name: "stopRequested", Test: func(c *Ctx, _ chart.Event) bool { return c.Paused || c.Stopped }}
-	gConcluded      = &guard{Name: "concludedNoInput", Test: func(c *Ctx, ev chart.Event) bool {
+	// gYielded: a tool result of the step asked to yield.
+	gYielded   = &guard{Name: "yielded", Test: func(c *Ctx, _ chart.Event) bool { return c.Yielded }}
+	gConcluded = &guard{Name: "concludedNoInput", Test: func(c *Ctx, ev chart.Event) bool {
 		return c.Concluded && ev.(Drained).Messages == 0
 	}}
 	gMaxSteps = &guard{Name: "maxStepsReached", Test: func(c *Ctx, ev chart.Event) bool {
@@ -272,6 +276,9 @@ var (
 		if r.StopTurn && !c.Stopped {
 			c.Stopped, c.StopReason = true, r.StopReason
 		}
+		if r.Yield {
+			c.Yielded = true
+		}
 	})
 	aLastOutcome = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aOutcome.Run(c, ev, out)
@@ -295,6 +302,9 @@ var (
 	}, "drain")
 	aStopDone = act(func(c *Ctx, _ chart.Event, _ *chart.Out) {
 		c.End = &vocab.TurnEnd{Kind: vocab.EndCompleted}
+	})
+	aYieldDone = act(func(c *Ctx, _ chart.Event, _ *chart.Out) {
+		c.End = &vocab.TurnEnd{Kind: vocab.EndYielded}
 	})
 	aMaxSteps = act(func(c *Ctx, _ chart.Event, _ *chart.Out) {
 		c.End = &vocab.TurnEnd{Kind: vocab.EndError, Code: vocab.CodeMaxStepsExceeded,
@@ -462,6 +472,7 @@ var Definition = &chart.Def[Ctx]{
 		{From: Aborting, On: TrAbort, To: Aborted, Action: aSecondAbort},
 
 		{From: Draining, On: TrDrained, To: Failed, Guard: gLoopTerminated, Action: aLoopTerminated},
+		{From: Draining, On: TrDrained, To: Done, Guard: gYielded, Action: aYieldDone},
 		{From: Draining, On: TrDrained, To: Done, Guard: gStopRequested, Action: aStopDone},
 		{From: Draining, On: TrDrained, To: Done, Guard: gConcluded, Action: aStopDone},
 		{From: Draining, On: TrDrained, To: Failed, Guard: gMaxSteps, Action: aMaxSteps},

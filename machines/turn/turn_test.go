@@ -75,7 +75,7 @@ func cmdArgs(d *datadriven.TestData) string {
 //	model.done [text=T] [thinking=T] [calls=id:name,...] [finish=F] [in=N] [out=N]
 //	model.failed [status=N] [code=C] [retryable] [retry-after=D] [jitter=F] [recovered] [message=M]
 //	timer.fired name=N seq=N | tool.started id=ID
-//	tool.outcome id=ID [content=T] [error] [stop] [reason=R]
+//	tool.outcome id=ID [content=T] [error] [stop] [reason=R] [yield]
 //	drained [messages=N] [bypass] | abort [cause=K] [reason=R] | pause | continue | stop [reason=R]
 func event(line string) (chart.Event, error) {
 	name, a, err := chart.ParseLine(line)
@@ -136,7 +136,7 @@ func event(line string) (chart.Event, error) {
 		return turn.ToolStarted{CallID: a["id"]}, nil
 	case turn.TrToolOutcome:
 		return turn.ToolOutcome{Result: &vocab.ToolResult{CallID: a["id"], Content: a["content"], IsError: a.Bool("error"), Started: true,
-			StopTurn: a.Bool("stop"), StopReason: a["reason"]}}, nil
+			StopTurn: a.Bool("stop"), StopReason: a["reason"], Yield: a.Bool("yield")}}, nil
 	case turn.TrDrained:
 		n, err := a.Int("messages", 0)
 		return turn.Drained{Messages: n, Bypass: a.Bool("bypass")}, err
