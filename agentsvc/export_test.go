@@ -4,4 +4,4 @@ import "github.com/loopchart/loopchart/adapters/engine"
 
 // LaneStats exposes the lane's counters to this package's tests, which
 // must know when a session has settled on the fake clock.
-func LaneStats(s *Service) engine.Stats { return s.eng.Stats() }
+func LaneStats(s *Service) engine.Stats { return s.eng.Load().Stats() }
