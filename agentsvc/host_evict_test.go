@@ -2,8 +2,8 @@ package agentsvc_test
 
 import (
 	"context"
-	"fmt"
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -587,4 +587,3 @@ func TestHostEvictAfterValidated(t *testing.T) {
 		t.Fatalf("negative EvictAfter: %v", err)
 	}
 }
-
