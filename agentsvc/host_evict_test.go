@@ -587,3 +587,50 @@ func TestHostEvictAfterValidated(t *testing.T) {
 		t.Fatalf("negative EvictAfter: %v", err)
 	}
 }
+
+// TestHostForgetsEvictedSessionsNobodyHolds: an evicted session whose
+// *Service no caller holds leaves no record in the host once the handle
+// is collected; Open then reopens it from its log, as after a restart.
+func TestHostForgetsEvictedSessionsNobodyHolds(t *testing.T) {
+	ctx := t.Context()
+	clk := clock.NewFake(evictT0)
+	st := memory.New()
+	h := newEvictHost(t, st, clk, echo())
+	defer h.Close(context.Background())
+	func() {
+		svc, err := h.Open(ctx, "gone")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := runPrompt(t, svc, "hello"); res.Kind != vocab.PromptCompleted {
+			t.Fatalf("%v", res)
+		}
+		if err := svc.WhenIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := h.Evict(ctx, "gone"); !ok || err != nil {
+			t.Fatalf("Evict = %v, %v", ok, err)
+		}
+	}()
+	waitFor(t, func() bool {
+		runtime.GC() // the handle's cleanup runs after a collection
+		return h.Stats().Known == 0
+	})
+	logged := len(storedEvents(t, st, "gone"))
+	svc, err := h.Open(ctx, "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist, err := svc.History(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := hist.Len(); n != 2 {
+		t.Fatalf("reopened history has %d messages, want 2", n)
+	}
+	evs := storedEvents(t, st, "gone")
+	gapless(t, evs)
+	if evs[logged].Kind != vocab.EventKind("input/"+string(vocab.InOpen)) {
+		t.Fatalf("a reopen after the record went logs %s first, want its open input", evs[logged].Kind)
+	}
+}
