@@ -106,9 +106,15 @@ func (h *Host) check(e *hosted, gen uint64) {
 		h.mu.Unlock()
 		return
 	}
+	eng := e.svc.eng.Load()
+	if eng.Stopped() {
+		// Closed (or failed): nothing will wake it to check again.
+		h.mu.Unlock()
+		return
+	}
 	now := h.clock.Now()
 	next := now.Add(h.opt.EvictAfter)
-	since, resting := e.svc.eng.Load().Resting()
+	since, resting := eng.Resting()
 	if resting && h.evictable(e) {
 		if due := since.Add(h.opt.EvictAfter); due.After(now) {
 			next = due

@@ -634,3 +634,44 @@ func TestHostForgetsEvictedSessionsNobodyHolds(t *testing.T) {
 		t.Fatalf("a reopen after the record went logs %s first, want its open input", evs[logged].Kind)
 	}
 }
+
+// TestHostReloadKeepsCheckpointing: a session evicted after every prompt
+// still records checkpoints (CheckpointEvery counts across reloads), so
+// its reloads do not fold an ever longer log.
+func TestHostReloadKeepsCheckpointing(t *testing.T) {
+	ctx := t.Context()
+	clk := clock.NewFake(evictT0)
+	st := memory.New()
+	h, err := agentsvc.NewHost(agentsvc.HostOptions{Store: st, Clock: clk, Session: func(agentsvc.SessionInfo) (agentsvc.Options, error) {
+		return agentsvc.Options{Provider: echo(), Clock: clk, NoRunTimeout: true, CheckpointEvery: 40}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	svc, err := h.Open(ctx, "cp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if res := runPrompt(t, svc, fmt.Sprint("prompt ", i)); res.Kind != vocab.PromptCompleted {
+			t.Fatalf("%v", res)
+		}
+		if err := svc.WhenIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := h.Evict(ctx, "cp"); !ok || err != nil {
+			t.Fatalf("Evict = %v, %v", ok, err)
+		}
+	}
+	evs := storedEvents(t, st, "cp")
+	snaps := 0
+	for _, ev := range evs {
+		if ev.Kind == vocab.EventSnapshot {
+			snaps++
+		}
+	}
+	if want := (len(evs) - 1) / 40; snaps < want-1 || snaps == 0 {
+		t.Fatalf("%d events, %d checkpoints; want about one per 40 events", len(evs), snaps)
+	}
+}

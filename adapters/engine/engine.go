@@ -344,7 +344,7 @@ func New(opt Options) (*Engine, error) {
 	e.workCtx = context.WithValue(context.Background(), ctxKey{}, e)
 	if r := opt.Resume; r != nil && opt.Core != nil && r.Seq == core.Seq() && r.Config == e.config {
 		// Unloaded at rest and nothing changed: no open input.
-		e.slots = r.Slots
+		e.slots, e.checkpointed = r.Slots, min(r.Checkpointed, core.Seq())
 		feed.Skip(core.Seq()) // its events are in the sink
 		return e, nil
 	}

@@ -18,12 +18,24 @@ type Resume struct {
 	Config [sha256.Size]byte
 	// Slots are the hook slots last stepped in.
 	Slots []vocab.HookName
+	// Checkpointed is the sequence number the lane counted its next
+	// checkpoint from (see Options.CheckpointEvery), so that a session
+	// unloaded and reloaded often still records checkpoints.
+	Checkpointed uint64
 }
 
 // errUnloaded is the sticky error of a lane that Unload stopped. Its code
 // is closed, so it reads right if it ever reaches a caller; the handle
 // that owns the lane recognises it (IsUnloaded) and reloads instead.
 var errUnloaded = vocab.Errorf(vocab.CodeClosed, "session unloaded at rest: its handle reloads it")
+
+// Stopped reports whether the session stopped: closed, failed or
+// unloaded.
+func (e *Engine) Stopped() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err != nil
+}
 
 // Unloaded reports whether Unload stopped the lane.
 func (e *Engine) Unloaded() bool {
@@ -81,7 +93,7 @@ func (e *Engine) Unload() (Resume, bool) {
 		e.mu.Unlock()
 		return Resume{}, false
 	}
-	r := Resume{Seq: e.core.Seq(), Config: e.config, Slots: e.slots}
+	r := Resume{Seq: e.core.Seq(), Config: e.config, Slots: e.slots, Checkpointed: e.checkpointed}
 	e.err = errUnloaded
 	e.core = nil
 	e.spare = nil
