@@ -138,8 +138,8 @@ func (h *Host) check(e *hosted, gen uint64) {
 }
 
 // evictable reports whether the host keeps nothing of e's running: no
-// event stream of a caller, no sub-agent running or queued, no
-// agents_wait result to settle. (Whether the lane rests, Unload decides.)
+// event stream of a caller, no sub-agent running, queued or being
+// delivered, no agents_wait result to settle. (Whether the lane rests, Unload decides.)
 // h.mu is held.
 func (h *Host) evictable(e *hosted) bool {
 	if e.svc == nil || e.svc.subs.Load() > 0 || len(e.waits) > 0 {
@@ -148,6 +148,11 @@ func (h *Host) evictable(e *hosted) bool {
 	for _, c := range e.children {
 		if c.state == childRunning || c.state == childQueued {
 			return false
+		}
+		select {
+		case <-c.done:
+		default:
+			return false // ended, its delivery on its way
 		}
 	}
 	return true
