@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -136,8 +137,11 @@ type Host struct {
 	wheelSeq uint64
 	tick     clock.Timer
 	tickAt   time.Time
-	// loads and evictions count what the host did, for Stats.
+	// loads and evictions count what the host did, for Stats; raced the
+	// calls that found their lane unloaded under them (and went on on
+	// the reloaded one).
 	loads, evictions int
+	raced            atomic.Int64
 }
 
 // loadState is where a hosted session's lane is.
@@ -163,6 +167,9 @@ type hosted struct {
 	// eviction left for the next load.
 	loaded bool
 	resume *engine.Resume
+	// failed is why its first load failed: the callers that waited for
+	// that load get it too.
+	failed error
 	// svc is the session's handle: held while the session is loaded, and
 	// while evicted when it must stay the same (see pinned); weak finds it
 	// while a caller holds it.
@@ -331,6 +338,10 @@ func (h *Host) acquire(ctx context.Context, e *hosted) (*Service, *engine.Engine
 				return nil, nil, context.Cause(ctx)
 			}
 			h.mu.Lock()
+			if err := e.failed; err != nil && e.state == unloaded {
+				h.mu.Unlock()
+				return nil, nil, err
+			}
 		default:
 			return h.loadLocked(ctx, e)
 		}
@@ -360,7 +371,9 @@ func (h *Host) loadLocked(ctx context.Context, e *hosted) (*Service, *engine.Eng
 	if err != nil {
 		e.state, e.resume = unloaded, resume
 		if first && len(e.children) == 0 && h.sessions[e.info.ID] == e {
+			// The next Open tries afresh, with a record of its own.
 			delete(h.sessions, e.info.ID)
+			e.failed = err
 		}
 		h.mu.Unlock()
 		return nil, nil, err

@@ -463,6 +463,7 @@ func TestHostEvictionHammer(t *testing.T) {
 	const workers, ops, sessions = 8, 60, 5
 	var mu sync.Mutex
 	sent := map[vocab.ID][]string{}
+	var explicit atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
@@ -497,9 +498,13 @@ func TestHostEvictionHammer(t *testing.T) {
 						}
 					}
 				case op < 7:
-					if _, err := h.Evict(ctx, id); err != nil {
+					ok, err := h.Evict(ctx, id)
+					if err != nil {
 						errs <- err
 						return
+					}
+					if ok {
+						explicit.Add(1)
 					}
 				case op < 9:
 					clk.Advance(time.Duration(rng.IntN(int(agentsvc.DefaultEvictAfter))))
@@ -560,9 +565,10 @@ func TestHostEvictionHammer(t *testing.T) {
 	if claims != stats.Loads {
 		t.Fatalf("%d claims for %d loads", claims, stats.Loads)
 	}
-	t.Logf("%d loads, %d evictions, prompts per session %v", stats.Loads, stats.Evictions, lens(sent))
-	if stats.Evictions == 0 {
-		t.Fatal("nothing was evicted: the hammer tested nothing")
+	t.Logf("%d loads, %d evictions (%d by Evict, the others by the clock), %d calls evicted under them and retried on the reload, prompts per session %v",
+		stats.Loads, stats.Evictions, explicit.Load(), agentsvc.HostRaced(h), lens(sent))
+	if stats.Evictions == 0 || int64(stats.Evictions) == explicit.Load() {
+		t.Fatal("the clock evicted nothing: the hammer did not test eviction by EvictAfter")
 	}
 	if err := h.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -673,5 +679,91 @@ func TestHostReloadKeepsCheckpointing(t *testing.T) {
 	}
 	if want := (len(evs) - 1) / 40; snaps < want-1 || snaps == 0 {
 		t.Fatalf("%d events, %d checkpoints; want about one per 40 events", len(evs), snaps)
+	}
+}
+
+// gatedRelease is a store whose Release waits for gate once armed.
+type gatedRelease struct {
+	store.Store
+	armed   atomic.Bool
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedRelease) Release(ctx context.Context, id vocab.ID, c store.Claim) error {
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.gate
+	}
+	return g.Store.Release(ctx, id, c)
+}
+
+// TestHostInputDuringEvictionWaitsForTheReload: a prompt submitted while
+// the session is being evicted (its lane unloaded, its claim not yet
+// released) waits, and runs on the reloaded lane; nothing is lost.
+func TestHostInputDuringEvictionWaitsForTheReload(t *testing.T) {
+	ctx := t.Context()
+	clk := clock.NewFake(evictT0)
+	st := &gatedRelease{Store: memory.New(), entered: make(chan struct{}), gate: make(chan struct{})}
+	h := newEvictHost(t, st, clk, echo())
+	defer h.Close(context.Background())
+	svc, err := h.Open(ctx, "mid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := runPrompt(t, svc, "first"); res.Kind != vocab.PromptCompleted {
+		t.Fatalf("%v", res)
+	}
+	if err := svc.WhenIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.armed.Store(true)
+	evicted := make(chan bool, 1)
+	go func() {
+		ok, err := h.Evict(ctx, "mid")
+		if err != nil {
+			t.Error(err)
+		}
+		evicted <- ok
+	}()
+	<-st.entered // the lane is unloaded; the claim is being released
+	type sub struct {
+		p   *agentsvc.Prompt
+		err error
+	}
+	submitted := make(chan sub, 1)
+	go func() {
+		p, err := svc.SubmitText("during")
+		submitted <- sub{p, err}
+	}()
+	select {
+	case s := <-submitted:
+		t.Fatalf("Submit returned during the eviction: %v %v", s.p, s.err)
+	case <-evicted:
+		t.Fatal("Evict returned before its release did")
+	default:
+	}
+	close(st.gate)
+	if !<-evicted {
+		t.Fatal("Evict = false")
+	}
+	s := <-submitted
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	if res, err := s.p.Wait(ctx); err != nil || res.Kind != vocab.PromptCompleted {
+		t.Fatalf("%v %v", res, err)
+	}
+	if st := h.Stats(); st.Loads != 2 || st.Evictions != 1 {
+		t.Fatalf("%+v, want 2 loads and 1 eviction", st)
+	}
+	var got []string
+	for _, m := range transcriptOf(t, svc) {
+		if m.Role == vocab.RoleUser {
+			got = append(got, m.Text())
+		}
+	}
+	if !slices.Equal(got, []string{"first", "during"}) {
+		t.Fatalf("prompts in history %v", got)
 	}
 }

@@ -349,6 +349,7 @@ func on[T any](s *Service, f func(*engine.Engine) (T, error)) (T, error) {
 		if s.home == nil || !engine.IsUnloaded(ferr) {
 			return v, ferr
 		}
+		s.home.host.raced.Add(1)
 		e, err = s.home.host.reload(s)
 	}
 	var zero T
