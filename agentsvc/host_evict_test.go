@@ -23,7 +23,11 @@ import (
 	"github.com/loopchart/loopchart/vocab"
 )
 
-var hammerSeed = flag.Uint64("hammer.seed", 0, "TestHostEvictionHammer: the seed (0: from the time)")
+var (
+	hammerSeed     = flag.Uint64("hammer.seed", 0, "TestHostEvictionHammer: the seed (0: from the time)")
+	hammerWorkers  = flag.Int("hammer.workers", 8, "TestHostEvictionHammer: goroutines")
+	hammerSessions = flag.Int("hammer.sessions", 5, "TestHostEvictionHammer: session ids")
+)
 
 var evictT0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 
@@ -481,7 +485,7 @@ func TestHostEvictionHammer(t *testing.T) {
 	clk := clock.NewFake(evictT0)
 	st := newLedger(memory.New())
 	h := newEvictHost(t, st, clk, echo())
-	const workers, ops, sessions = 8, 60, 5
+	workers, ops, sessions := *hammerWorkers, 60, *hammerSessions
 	var mu sync.Mutex
 	sent := map[vocab.ID][]string{}
 	var explicit atomic.Int64
