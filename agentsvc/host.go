@@ -8,10 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/loopchart/loopchart/adapters/clock"
 	"github.com/loopchart/loopchart/adapters/engine"
@@ -38,6 +41,9 @@ const (
 	// an application that serves many users raises it, or turns the lane
 	// off with NoRunningLimit.
 	DefaultMaxRunning = 4
+	// DefaultEvictAfter is how long a session rests before its Host
+	// evicts it.
+	DefaultEvictAfter = 10 * time.Minute
 )
 
 // subMark separates a sub-agent's id from its parent's: a child's id is
@@ -90,7 +96,18 @@ type HostOptions struct {
 	// never starve their children. NoRunningLimit turns the lane off.
 	MaxRunning     int
 	NoRunningLimit bool
-	// Clock times archiving; the real clock when nil.
+	// EvictAfter is how long a session may rest before the host evicts
+	// it: it drops the session's lane and core (the log stays, and so do
+	// the *Service values callers hold: the next call on one reloads the
+	// session from the store). A session rests when no work runs or is
+	// queued, no prompt, acknowledgement or WhenIdle caller waits, no
+	// event stream of a caller is open, none of its sub-agents runs or
+	// is queued, and no agents_wait result is still to be settled. 0
+	// means DefaultEvictAfter; negative is an error. NoEviction turns
+	// eviction off (Evict still evicts on demand).
+	EvictAfter time.Duration
+	NoEviction bool
+	// Clock times archiving and eviction; the real clock when nil.
 	Clock  clock.Clock
 	Logger *slog.Logger
 }
@@ -105,6 +122,19 @@ type HostOptions struct {
 // and cancelled variants). Cancelling a parent's turn cancels its running
 // children; closing a parent closes them. All methods are safe for
 // concurrent use.
+//
+// A session that rests for HostOptions.EvictAfter is evicted: its lane
+// and core are dropped, its claim released, and the *Service that Open
+// returned stays valid: the next call on it reloads the session from the
+// store (once, however many callers ask), and an input that arrives while
+// the session is being evicted waits for the reload. A reload of a
+// session whose log did not change since its eviction leaves no trace in
+// the log. While a caller holds a session's *Service, Open returns that
+// same value; a session nobody holds costs the host nothing once evicted
+// (a later Open reopens it from its log like a restart does). Timers do
+// not hold an evicted session: the core arms them only during a turn,
+// and the host's own deadlines (eviction checks, sub-agents' archiving)
+// are kept in one timer wheel, on one clock timer for the whole host.
 type Host struct {
 	opt    HostOptions
 	clock  clock.Clock
@@ -124,18 +154,56 @@ type Host struct {
 	waiting []*child
 	// lane is the global lane of the top-level sessions (nil: none).
 	lane *engine.GlobalLane
+	// wheel holds the host's deadlines; tick is its one clock timer, due
+	// at tickAt.
+	wheel    wheel
+	wheelSeq uint64
+	tick     clock.Timer
+	tickAt   time.Time
+	// loads and evictions count what the host did, for Stats; raced the
+	// calls that found their lane unloaded under them (and went on on
+	// the reloaded one).
+	loads, evictions int
+	raced            atomic.Int64
 }
 
-// hosted is one session of the host, loaded or loading.
+// loadState is where a hosted session's lane is.
+type loadState uint8
+
+const (
+	unloaded loadState = iota // no lane: the session is in its log only
+	loading                   // one caller folds it; the others wait
+	live                      // its lane runs, or rests
+	evicting                  // its lane is gone; its claim is being released
+)
+
+// hosted is one session of the host.
 type hosted struct {
+	host  *Host
 	info  SessionInfo
-	ready chan struct{} // closed once loading ended
-	svc   *Service
-	err   error
+	state loadState
+	// gen counts the loads; ready is closed when the load or eviction
+	// under way ends (nil otherwise).
+	gen   uint64
+	ready chan struct{}
+	// loaded is set once a load succeeded; resume is what the last
+	// eviction left for the next load.
+	loaded bool
+	resume *engine.Resume
+	// failed is why its first load failed: the callers that waited for
+	// that load get it too.
+	failed error
+	// svc is the session's handle: held while the session is loaded, and
+	// while evicted when it must stay the same (see pinned); weak finds it
+	// while a caller holds it.
+	svc  *Service
+	weak weak.Pointer[Service]
 	// children are the sub-agents this session spawned, in spawn order;
 	// watch is set once its events are followed (watchFrom).
 	children []*child
 	watch    *watchStart
+	// watchNext is where the watch stopped by an eviction goes on.
+	watchNext uint64
 	// waits are the ends each agents_wait call took, by call id, until
 	// the call's recorded result says whether they reached the parent.
 	waits map[string][]*child
@@ -187,8 +255,11 @@ func NewHost(opt HostOptions) (*Host, error) {
 			return nil, vocab.Errorf(vocab.CodeBadInput, "agentsvc: negative %s %d", n.name, n.v)
 		}
 	}
-	if opt.ArchiveAfter < 0 {
-		return nil, vocab.Errorf(vocab.CodeBadInput, "agentsvc: negative ArchiveAfter %v", opt.ArchiveAfter)
+	if opt.ArchiveAfter < 0 || opt.EvictAfter < 0 {
+		return nil, vocab.Errorf(vocab.CodeBadInput, "agentsvc: negative ArchiveAfter %v or EvictAfter %v", opt.ArchiveAfter, opt.EvictAfter)
+	}
+	if opt.EvictAfter == 0 {
+		opt.EvictAfter = DefaultEvictAfter
 	}
 	if opt.MaxSpawnDepth == 0 {
 		opt.MaxSpawnDepth = DefaultMaxSpawnDepth
@@ -255,7 +326,9 @@ func childID(parent vocab.ID, callID string) vocab.ID {
 }
 
 // Open returns session id, restoring it from the store or creating it.
-// Callers that ask for a session while it loads share the one load.
+// Callers that ask for a session while it loads share the one load. An
+// evicted session whose *Service a caller still holds is returned as it
+// is: its next call reloads it.
 func (h *Host) Open(ctx context.Context, id vocab.ID) (*Service, error) {
 	if id == "" {
 		return nil, vocab.Errorf(vocab.CodeBadInput, "agentsvc: Host.Open: no session id")
@@ -263,41 +336,138 @@ func (h *Host) Open(ctx context.Context, id vocab.ID) (*Service, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return nil, vocab.Errorf(vocab.CodeClosed, "agentsvc: the host is closed")
+		return nil, errHostClosed()
 	}
 	e := h.sessions[id]
 	if e == nil {
-		e = &hosted{info: infoOf(id), ready: make(chan struct{})}
+		e = &hosted{host: h, info: infoOf(id)}
 		h.sessions[id] = e
-		h.mu.Unlock()
-		svc, err := h.load(ctx, e)
-		h.mu.Lock()
-		e.svc, e.err = svc, err
-		if err != nil {
-			delete(h.sessions, id)
-		}
-		close(e.ready)
-		h.mu.Unlock()
-		if err == nil && e.info.Depth < h.opt.MaxSpawnDepth {
-			// The children it spawned before a restart: the first opener
-			// gets the session once they are accounted for.
-			h.recoverChildren(e, svc)
-		}
-		return svc, err
 	}
-	h.mu.Unlock()
-	select {
-	case <-e.ready:
-		return e.svc, e.err
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+	if e.state == unloaded && e.loaded {
+		if s := e.handle(); s != nil {
+			h.mu.Unlock()
+			return s, nil
+		}
+	}
+	s, _, err := h.acquire(ctx, e)
+	return s, err
+}
+
+func errHostClosed() error { return vocab.Errorf(vocab.CodeClosed, "agentsvc: the host is closed") }
+
+// handle returns e's handle when there is one; h.mu is held.
+func (e *hosted) handle() *Service {
+	if e.svc != nil {
+		return e.svc
+	}
+	return e.weak.Value()
+}
+
+// reload returns the lane of s, loading its session when it was
+// evicted.
+func (h *Host) reload(s *Service) (*engine.Engine, error) {
+	h.mu.Lock()
+	_, eng, err := h.acquire(h.ctx, s.home)
+	return eng, err
+}
+
+// acquire returns e's handle with its lane live, loading the session when
+// it is unloaded (once, however many callers ask; the others wait). h.mu
+// is held, and released.
+func (h *Host) acquire(ctx context.Context, e *hosted) (*Service, *engine.Engine, error) {
+	for {
+		if h.closed {
+			h.mu.Unlock()
+			return nil, nil, errHostClosed()
+		}
+		switch e.state {
+		case live:
+			s := e.svc
+			h.mu.Unlock()
+			return s, s.eng.Load(), nil
+		case loading, evicting:
+			ch := e.ready
+			h.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, nil, context.Cause(ctx)
+			}
+			h.mu.Lock()
+			if err := e.failed; err != nil && e.state == unloaded {
+				h.mu.Unlock()
+				return nil, nil, err
+			}
+		default:
+			return h.loadLocked(ctx, e)
+		}
 	}
 }
 
-// load opens a session with its options and, for an agent that may spawn,
-// the sub-agent tools.
-func (h *Host) load(ctx context.Context, e *hosted) (*Service, error) {
-	if e.info.Parent != "" {
+// loadLocked loads unloaded e (h.mu is held, and released).
+func (h *Host) loadLocked(ctx context.Context, e *hosted) (*Service, *engine.Engine, error) {
+	s := e.handle()
+	if s == nil {
+		s = newService()
+		s.id, s.home = e.info.ID, e
+		e.weak = weak.Make(s)
+		// Once no caller holds it, an evicted session's record goes too.
+		runtime.AddCleanup(s, h.forget, e)
+	}
+	e.svc = s
+	e.state, e.ready = loading, make(chan struct{})
+	e.gen++
+	resume, first := e.resume, !e.loaded
+	e.resume = nil
+	h.mu.Unlock()
+	err := h.load(ctx, e, s, resume)
+	h.mu.Lock()
+	close(e.ready)
+	e.ready = nil
+	if err != nil {
+		e.state, e.resume = unloaded, resume
+		if first && len(e.children) == 0 && h.sessions[e.info.ID] == e {
+			// The next Open tries afresh, with a record of its own.
+			delete(h.sessions, e.info.ID)
+			e.failed = err
+		}
+		h.mu.Unlock()
+		return nil, nil, err
+	}
+	e.state, e.loaded = live, true
+	h.loads++
+	eng := s.eng.Load()
+	if !h.opt.NoEviction {
+		h.at(h.clock.Now().Add(h.opt.EvictAfter), wheelItem{e: e, gen: e.gen})
+	}
+	rewatch := e.watch == nil && e.watchNext > 0 && slices.ContainsFunc(e.children, func(c *child) bool { return c.state != childArchived })
+	h.mu.Unlock()
+	if first && e.info.Depth < h.opt.MaxSpawnDepth {
+		// The children it spawned before a restart: the first opener
+		// gets the session once they are accounted for.
+		h.recoverChildren(e, s)
+	}
+	if rewatch {
+		h.rewatch(e)
+	}
+	return s, eng, nil
+}
+
+// forget drops the record of an evicted session nobody holds (a cleanup
+// of its handle).
+func (h *Host) forget(e *hosted) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e.state == unloaded && e.svc == nil && e.weak.Value() == nil && len(e.children) == 0 && len(e.waits) == 0 &&
+		h.sessions[e.info.ID] == e {
+		delete(h.sessions, e.info.ID)
+	}
+}
+
+// load starts the lane of e's session on handle s, with its options and,
+// for an agent that may spawn, the sub-agent tools.
+func (h *Host) load(ctx context.Context, e *hosted, s *Service, resume *engine.Resume) error {
+	if e.info.Parent != "" && !e.loaded {
 		h.mu.Lock()
 		spec, ok := h.specs[e.info.ID]
 		delete(h.specs, e.info.ID)
@@ -309,7 +479,7 @@ func (h *Host) load(ctx context.Context, e *hosted) (*Service, error) {
 	}
 	opt, err := h.opt.Session(e.info)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if e.info.System != "" {
 		opt.System = e.info.System
@@ -326,7 +496,7 @@ func (h *Host) load(ctx context.Context, e *hosted) (*Service, error) {
 		}
 		for _, want := range e.info.Tools {
 			if !slices.Contains(names, want) && !isHostTool(want) {
-				return nil, vocab.Errorf(vocab.CodeBadInput, "no tool %q for a sub-agent (there are: %s)", want, strings.Join(names, ", "))
+				return vocab.Errorf(vocab.CodeBadInput, "no tool %q for a sub-agent (there are: %s)", want, strings.Join(names, ", "))
 			}
 		}
 		opt.Tools = kept
@@ -337,11 +507,13 @@ func (h *Host) load(ctx context.Context, e *hosted) (*Service, error) {
 	if e.info.Depth == 0 {
 		opt.lane = h.lane // sub-agents run in their own lane
 	}
-	svc, err := Open(ctx, h.opt.Store, e.info.ID, opt)
-	if err != nil {
-		return nil, err
+	if opt.CheckpointEvery < 0 {
+		return vocab.Errorf(vocab.CodeBadInput, "agentsvc: negative CheckpointEvery %d", opt.CheckpointEvery)
 	}
-	return svc, nil
+	if opt.CheckpointEvery == 0 {
+		opt.CheckpointEvery = DefaultCheckpointEvery
+	}
+	return s.attach(ctx, h.opt.Store, opt, resume)
 }
 
 // watchFrom starts following e's events, once, when it spawns its first
@@ -354,7 +526,7 @@ func (h *Host) watchFrom(ctx context.Context, e *hosted) error {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return vocab.Errorf(vocab.CodeClosed, "agentsvc: the host is closed")
+		return errHostClosed()
 	}
 	if w := e.watch; w != nil {
 		// Started, or starting: wait for the outcome.
@@ -369,8 +541,9 @@ func (h *Host) watchFrom(ctx context.Context, e *hosted) error {
 	w := &watchStart{ready: make(chan struct{})}
 	e.watch = w
 	h.wg.Add(1)
+	svc := e.svc
 	h.mu.Unlock()
-	snap, err := e.svc.Snapshot(ctx)
+	snap, err := svc.Snapshot(ctx)
 	if err != nil {
 		h.mu.Lock()
 		e.watch = nil // the next spawn tries again
@@ -380,9 +553,24 @@ func (h *Host) watchFrom(ctx context.Context, e *hosted) error {
 		h.wg.Done()
 		return err
 	}
-	go h.watch(e, e.svc, snap.Seq+1)
+	go h.watch(e, svc, snap.Seq+1, true)
 	close(w.ready)
 	return nil
+}
+
+// rewatch follows a reloaded parent's events again from where the watch
+// its eviction stopped left off, when no watch runs.
+func (h *Host) rewatch(e *hosted) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || e.watch != nil || e.state != live {
+		return
+	}
+	w := &watchStart{ready: make(chan struct{})}
+	close(w.ready)
+	e.watch = w
+	h.wg.Add(1)
+	go h.watch(e, e.svc, e.watchNext, false)
 }
 
 // watchStart is the start of a parent's watch: ready is closed once it
@@ -533,10 +721,12 @@ func (h *Host) Sessions(ctx context.Context) ([]vocab.ID, error) {
 }
 
 // Close closes every session the host opened: it first stops them all
-// (each takes no more input, starts no more work and cancels what runs),
-// so that no session, parent or child, starts work while another is
-// still closing, then waits for each. It returns once all of them,
-// sub-agents included, are closed, or ctx ends.
+// (each takes no more input, starts no more work and cancels what runs;
+// parents first), so that no session, parent or child, starts work
+// while another is still closing, then waits for each, and for the
+// host's goroutines. It returns once all of them, sub-agents included,
+// are closed, or ctx ends. Evicted sessions are already at rest: their
+// logs stay as they are.
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
 	if h.closed {
@@ -544,6 +734,11 @@ func (h *Host) Close(ctx context.Context) error {
 		return nil
 	}
 	h.closed = true
+	if h.tick != nil {
+		h.tick.Stop()
+		h.tick = nil
+	}
+	h.wheel = nil
 	all := make([]*hosted, 0, len(h.sessions))
 	for _, e := range h.sessions {
 		all = append(all, e)
@@ -559,30 +754,28 @@ func (h *Host) Close(ctx context.Context) error {
 		return cmp.Or(a.info.Depth-b.info.Depth, strings.Compare(string(a.info.ID), string(b.info.ID)))
 	})
 	errs := make([]error, len(all))
+	svcs := make([]*Service, len(all))
 	for i, e := range all {
-		select {
-		case <-e.ready:
-		case <-ctx.Done():
-			errs[i] = context.Cause(ctx)
-			continue
-		}
-		if e.svc != nil {
-			errs[i] = e.svc.beginClose(ctx)
+		svcs[i], errs[i] = h.settled(ctx, e)
+		if svcs[i] != nil && errs[i] == nil {
+			if err := svcs[i].beginClose(ctx); err != nil && vocab.CodeOf(err) != vocab.CodeClosed {
+				errs[i] = err
+			}
 		}
 	}
 	var wg sync.WaitGroup
-	for i, e := range all {
-		if errs[i] != nil || e.svc == nil {
+	for i, svc := range svcs {
+		if errs[i] != nil || svc == nil {
 			continue
 		}
 		wg.Go(func() {
-			if err := e.svc.Close(ctx); err != nil && vocab.CodeOf(err) != vocab.CodeClosed {
+			if err := svc.Close(ctx); err != nil && vocab.CodeOf(err) != vocab.CodeClosed {
 				errs[i] = err
 			}
 		})
 	}
 	wg.Wait()
-	h.cancel(vocab.Errorf(vocab.CodeClosed, "agentsvc: the host is closed"))
+	h.cancel(errHostClosed())
 	h.wg.Wait()
 	if h.lane != nil {
 		h.lane.Wait() // grants on their way to sessions now closed
@@ -590,14 +783,35 @@ func (h *Host) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// settled waits until e is neither loading nor being evicted, and returns
+// its handle when it is live.
+func (h *Host) settled(ctx context.Context, e *hosted) (*Service, error) {
+	h.mu.Lock()
+	for e.state == loading || e.state == evicting {
+		ch := e.ready
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		h.mu.Lock()
+	}
+	defer h.mu.Unlock()
+	if e.state == live {
+		return e.svc, nil
+	}
+	return nil, nil
+}
+
 // watch follows a parent's events: a cancelled turn cancels its running
 // children (cause parent); the parent's end closes them.
-func (h *Host) watch(e *hosted, svc *Service, from uint64) {
+func (h *Host) watch(e *hosted, svc *Service, from uint64, inTurn bool) {
 	defer h.wg.Done()
-	// The watch starts in a turn (the one whose call spawned the first
-	// child). The ends a cancel causes are delivered once the cancelled
-	// turn has ended, in spawn order (see child.after).
-	inTurn := true
+	// The ends a cancel causes are delivered once the cancelled turn has
+	// ended, in spawn order (see child.after). The first watch starts in
+	// a turn (the one whose call spawned the first child); one that goes
+	// on after an eviction starts at rest.
 	var gate chan struct{} // closed when the cancelled turn ended
 	open := func() {
 		if gate != nil {
@@ -606,7 +820,17 @@ func (h *Host) watch(e *hosted, svc *Service, from uint64) {
 		}
 	}
 	defer open()
-	for ev, err := range svc.Events(h.ctx, from) {
+	next := from
+	for ev, err := range svc.follow(h.ctx, from, false) {
+		if err == errEvicted {
+			// The parent was evicted: the watch goes on when it is
+			// reloaded (loadLocked), from here.
+			h.mu.Lock()
+			e.watch, e.watchNext = nil, next
+			h.mu.Unlock()
+			h.rewatch(e) // reloaded meanwhile
+			return
+		}
 		if err != nil {
 			// The host closing (its context), or a stream that could not
 			// go on: neither says the parent closed, so its children stay.
@@ -615,6 +839,7 @@ func (h *Host) watch(e *hosted, svc *Service, from uint64) {
 			}
 			return
 		}
+		next = ev.Seq + 1
 		switch ev.Kind {
 		case vocab.EventToolResult:
 			h.settleWait(e, ev)
@@ -835,7 +1060,10 @@ func (h *Host) finish(c *child, res vocab.PromptResult, held bool) {
 		h.running++
 		next.state = childRunning
 	}
-	parent := h.sessions[c.parent]
+	var psvc *Service
+	if parent := h.sessions[c.parent]; parent != nil {
+		psvc = parent.handle()
+	}
 	// A host that closes closes the parents too: an end then would only
 	// wake a parent (a yielded one would resume) on its way out. A later
 	// host that reopens the parent delivers it (recoverChildren).
@@ -855,10 +1083,10 @@ func (h *Host) finish(c *child, res vocab.PromptResult, held bool) {
 		closing = h.closed
 		h.mu.Unlock()
 	}
-	if parent != nil && parent.svc != nil && !closing {
+	if psvc != nil && !closing {
 		msg := vocab.UserText(deliveryText(c.id, res, answer))
 		msg.ID = c.id + "/delivery"
-		n, err := parent.svc.Notify(msg, NotifyOptions{})
+		n, err := psvc.Notify(msg, NotifyOptions{})
 		if err != nil && vocab.CodeOf(err) != vocab.CodeClosed {
 			h.log.Error("agentsvc: sub-agent delivery refused", "child", c.id, "err", err)
 		}
@@ -869,7 +1097,9 @@ func (h *Host) finish(c *child, res vocab.PromptResult, held bool) {
 		h.mu.Unlock()
 	}
 	close(c.done)
-	h.clock.AfterFunc(h.opt.ArchiveAfter, func() { h.archive(c) })
+	h.mu.Lock()
+	h.at(h.clock.Now().Add(h.opt.ArchiveAfter), wheelItem{c: c})
+	h.mu.Unlock()
 }
 
 // archive closes an ended child; its log stays.
@@ -922,16 +1152,19 @@ func (h *Host) settleWait(e *hosted, ev vocab.Event) {
 // it was cut off (its result, holding the end, may not be recorded).
 func (h *Host) redeliver(c *child) {
 	h.mu.Lock()
-	parent := h.sessions[c.parent]
+	var psvc *Service
+	if parent := h.sessions[c.parent]; parent != nil {
+		psvc = parent.handle()
+	}
 	c.consumed = false
 	res, answer := c.result, c.answer
 	h.mu.Unlock()
-	if parent == nil || parent.svc == nil || h.ctx.Err() != nil {
+	if psvc == nil || h.ctx.Err() != nil {
 		return
 	}
 	msg := vocab.UserText(deliveryText(c.id, res, answer))
 	msg.ID = c.id + "/delivery-again"
-	n, err := parent.svc.Notify(msg, NotifyOptions{})
+	n, err := psvc.Notify(msg, NotifyOptions{})
 	if err != nil {
 		if vocab.CodeOf(err) != vocab.CodeClosed && vocab.CodeOf(err) != vocab.CodeDuplicateID {
 			h.log.Error("agentsvc: sub-agent delivery refused", "child", c.id, "err", err)

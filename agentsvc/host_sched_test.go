@@ -53,7 +53,7 @@ func TestHostScheduled(t *testing.T) {
 			seeds = append(seeds, s)
 		}
 	}
-	start, lines := time.Now(), 0
+	start, lines, evictions := time.Now(), 0, 0
 	for _, seed := range seeds {
 		var traces [2][]string
 		for run := range traces {
@@ -63,7 +63,11 @@ func TestHostScheduled(t *testing.T) {
 						t.Logf("decisions and settled states so far:\n%s", strings.Join(traces[run], "\n"))
 					}
 				}()
-				scheduleHost(t, seed, &traces[run])
+				counted := &evictions
+				if run == 1 {
+					counted = new(int) // counted once per seed
+				}
+				scheduleHost(t, seed, &traces[run], counted)
 			})
 			if t.Failed() {
 				t.Fatalf("seed %d failed; reproduce with: go test ./agentsvc -run 'TestHostScheduled$' -sched.seed %d -v", seed, seed)
@@ -79,7 +83,7 @@ func TestHostScheduled(t *testing.T) {
 		}
 		lines += len(traces[0])
 	}
-	t.Logf("scheduled %d seeds twice each, %d trace lines per run, identical runs, in %v", len(seeds), lines, time.Since(start).Round(time.Millisecond))
+	t.Logf("scheduled %d seeds twice each, %d trace lines per run, identical runs, %d evictions per run, in %v", len(seeds), lines, evictions, time.Since(start).Round(time.Millisecond))
 }
 
 func firstDiff(a, b []string) int {
@@ -180,7 +184,7 @@ func (s *scheduler) snapshot() []*held {
 	return out
 }
 
-func scheduleHost(t *testing.T, seed uint64, trace *[]string) {
+func scheduleHost(t *testing.T, seed uint64, trace *[]string, evicted *int) {
 	rng := rand.New(rand.NewPCG(seed, 0x5ced))
 	sched := &scheduler{}
 	o := agentsvc.HostOptions{Store: memory.New(), MaxRunningSubAgents: 1 + rng.IntN(4), MaxChildren: 1 + rng.IntN(5), MaxRunning: 1 + rng.IntN(3)}
@@ -244,6 +248,7 @@ func scheduleHost(t *testing.T, seed uint64, trace *[]string) {
 		go func() { done <- close(ctx) }()
 	}
 	closed := func(id vocab.ID) bool { _, ok := closing[id]; return ok }
+	evictions := 0
 	// madeAfterClose: p was made after the host, its session or its
 	// parent began to close (ParentOf of a top-level session is "", the
 	// host's key).
@@ -269,7 +274,9 @@ func scheduleHost(t *testing.T, seed uint64, trace *[]string) {
 		for _, p := range pend {
 			fmt.Fprintf(&b, " %s", p)
 		}
-		note("settled:%s", b.String())
+		st := h.Stats()
+		note("settled:%s (resident %d, loads %d, evictions %d)", b.String(), st.Resident, st.Loads, st.Evictions)
+		evictions = st.Evictions
 		for _, id := range parents {
 			if !*schedEvents || closed(id) || closed("") {
 				continue
@@ -423,6 +430,7 @@ func scheduleHost(t *testing.T, seed uint64, trace *[]string) {
 		note("close the host")
 		closeAsync("", h.Close)
 	}
+	*evicted += evictions
 	// Let every close finish: release what they cancelled.
 	for range 1000 {
 		if pend = settle(); len(pend) == 0 {

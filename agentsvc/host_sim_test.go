@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,7 +45,14 @@ func TestHostSimulation(t *testing.T) {
 	for seed := range uint64(*hostSeeds) {
 		simulateHost(t, seed)
 	}
+	t.Logf("%d seeds: %d evictions (odd seeds evict what rests for 1 ms)", *hostSeeds, simEvictions.Load())
+	if *hostSeeds >= 20 && simEvictions.Load() == 0 {
+		t.Error("no session was evicted: the odd seeds tested nothing")
+	}
 }
+
+// simEvictions counts the evictions of the simulation's hosts.
+var simEvictions atomic.Int64
 
 func simulateHost(t *testing.T, seed uint64) {
 	t.Helper()
@@ -105,6 +113,12 @@ func simulateHost(t *testing.T, seed uint64) {
 	})
 	o := agentsvc.HostOptions{Store: memory.New(), MaxRunningSubAgents: 1 + rng.IntN(8), MaxChildren: 1 + rng.IntN(5), MaxRunning: 1 + rng.IntN(3),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if seed%2 == 1 {
+		// Odd seeds evict every session a millisecond after it rests
+		// (the real clock): parents and children are evicted and
+		// reloaded throughout, which must change nothing.
+		o.EvictAfter = time.Millisecond
+	}
 	o.Session = func(info agentsvc.SessionInfo) (agentsvc.Options, error) {
 		if info.Parent == "" {
 			return agentsvc.Options{Provider: parentProvider(nil), NoRunTimeout: true}, nil
@@ -208,6 +222,7 @@ func simulateHost(t *testing.T, seed uint64) {
 			}
 		}
 	}
+	simEvictions.Add(int64(h.Stats().Evictions))
 	if err := h.Close(ctx); err != nil {
 		t.Fatalf("seed %d: close: %v", seed, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/loopchart/loopchart/adapters/engine"
 	"github.com/loopchart/loopchart/adapters/store"
 	"github.com/loopchart/loopchart/vocab"
 )
@@ -45,6 +46,19 @@ func Open(ctx context.Context, st Store, id vocab.ID, opt Options) (*Service, er
 	if opt.CheckpointEvery == 0 {
 		opt.CheckpointEvery = DefaultCheckpointEvery
 	}
+	s := newService()
+	s.id = id
+	if err := s.attach(ctx, st, opt, nil); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// attach claims session s.id of st, folds it (a new session when st has
+// none) and starts its lane; resume says the lane before was unloaded at
+// rest (see engine.Options.Resume).
+func (s *Service) attach(ctx context.Context, st Store, opt Options, resume *engine.Resume) error {
+	id := s.id
 	ids := opt.IDs
 	if ids == nil {
 		ids = vocab.NewULIDSource(nil)
@@ -52,25 +66,26 @@ func Open(ctx context.Context, st Store, id vocab.ID, opt Options) (*Service, er
 	run := ids.NewID(nowOf(opt))
 	claim, head, err := st.Claim(ctx, id, run, true)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	log := store.NewLog(st, id, claim)
 	opt.Sink, opt.Session = log, id
-	var s *Service
+	var e *engine.Engine
 	if head == 0 {
-		s, err = start(opt, nil)
+		e, err = s.bind(opt, nil, nil)
 	} else {
 		var f *store.Folded
 		if f, err = store.Fold(ctx, st, id); err == nil {
-			s, err = start(opt, f)
+			e, err = s.bind(opt, f, resume)
 		}
 	}
 	if err != nil {
 		_ = log.Release(context.WithoutCancel(ctx))
-		return nil, err
+		return err
 	}
-	s.log = log
-	return s, nil
+	s.log.Store(log)
+	s.eng.Store(e)
+	return nil
 }
 
 func nowOf(opt Options) time.Time {

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loopchart/loopchart/adapters/clock"
@@ -136,8 +137,16 @@ type Options struct {
 // Service is an AgentLoopService: one agent session. All methods are safe
 // for concurrent use.
 type Service struct {
-	eng *engine.Engine
-	log *store.Log // the durable log the service holds a claim on (Open)
+	// eng is the session's lane; log the durable log it holds a claim on
+	// (Open). Both are nil while the Host that opened the session has it
+	// evicted (home is its record there): a call then reloads it.
+	eng  atomic.Pointer[engine.Engine]
+	log  atomic.Pointer[store.Log]
+	id   vocab.ID
+	home *hosted
+	// subs counts the callers' event streams open (they keep a Host from
+	// evicting the session).
+	subs atomic.Int32
 
 	// OnWillBeginStep runs in the step gate before every model request. A
 	// handler may rewrite or drop the step's claimed messages or reject
@@ -250,16 +259,20 @@ type PromptContext struct {
 
 // New starts a service. It starts no goroutine: a session runs on the
 // goroutines of its callers and of the work it starts.
-func New(opt Options) (*Service, error) { return start(opt, nil) }
-
-// start starts a service on the session folded from a log (a new session
-// when nil).
-func start(opt Options, folded *store.Folded) (*Service, error) {
-	reg, err := tools.NewRegistry(opt.Tools...)
+func New(opt Options) (*Service, error) {
+	s := newService()
+	e, err := s.bind(opt, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{
+	s.id = e.Session()
+	s.eng.Store(e)
+	return s, nil
+}
+
+// newService returns a service with its hook slots and no lane yet.
+func newService() *Service {
+	return &Service{
 		OnWillBeginStep:      hooks.NewSlot[*StepContext]("OnWillBeginStep"),
 		OnDidFinishStep:      hooks.NewSlot[*StepEndContext]("OnDidFinishStep"),
 		OnBeforeSubmitPrompt: hooks.NewSlot[*PromptContext]("OnBeforeSubmitPrompt"),
@@ -268,6 +281,16 @@ func start(opt Options, folded *store.Folded) (*Service, error) {
 		OnAfterTool:          hooks.NewSlot[*ToolResultContext]("OnAfterTool"),
 		OnLoopWarning:        hooks.NewSerialSlot[LoopWarning, struct{}]("OnLoopWarning"),
 		errors:               hooks.NewSlot[*ErrorContext]("LoopErrorHandlers"),
+	}
+}
+
+// bind starts a lane for s on the session folded from a log (a new
+// session when nil); resume, with folded, says the lane that ran it was
+// unloaded at rest (see engine.Options.Resume).
+func (s *Service) bind(opt Options, folded *store.Folded, resume *engine.Resume) (*engine.Engine, error) {
+	reg, err := tools.NewRegistry(opt.Tools...)
+	if err != nil {
+		return nil, err
 	}
 	if opt.Spill != nil {
 		if err := reg.Add(tools.ReadOutput(opt.Spill)); err != nil {
@@ -302,12 +325,44 @@ func start(opt Options, folded *store.Folded) (*Service, error) {
 		Slots: s.slots,
 	}
 	if folded != nil {
-		eo.Core = folded.Core
+		eo.Core, eo.Resume = folded.Core, resume
 	}
-	if s.eng, err = engine.New(eo); err != nil {
-		return nil, err
+	return engine.New(eo)
+}
+
+// lane returns the session's lane, reloading the session when the Host
+// that opened it evicted it.
+func (s *Service) lane() (*engine.Engine, error) {
+	if e := s.eng.Load(); e != nil {
+		return e, nil
 	}
-	return s, nil
+	if s.home == nil {
+		return nil, vocab.Errorf(vocab.CodeClosed, "session %s has no lane", s.id)
+	}
+	return s.home.host.reload(s)
+}
+
+// on runs f on the session's lane. When the lane was unloaded under the
+// call (a Host evicted the session between lane and f), f never reached
+// it: it runs again on the reloaded lane.
+func on[T any](s *Service, f func(*engine.Engine) (T, error)) (T, error) {
+	e, err := s.lane()
+	for err == nil {
+		v, ferr := f(e)
+		if s.home == nil || !engine.IsUnloaded(ferr) {
+			return v, ferr
+		}
+		s.home.host.raced.Add(1)
+		e, err = s.home.host.reload(s)
+	}
+	var zero T
+	return zero, err
+}
+
+// on0 is on for calls that return only an error.
+func on0(s *Service, f func(*engine.Engine) error) error {
+	_, err := on(s, func(e *engine.Engine) (struct{}, error) { return struct{}{}, f(e) })
+	return err
 }
 
 // slots lists the hook slots that have handlers now. The lane asks before
@@ -467,7 +522,7 @@ func (p *Prompt) Done() <-chan struct{} { return p.p.Done() }
 // already queued or running is refused with input.duplicate_id, a role
 // other than user with input.bad.
 func (s *Service) Submit(msg vocab.Message) (*Prompt, error) {
-	p, err := s.eng.Submit(msg)
+	p, err := on(s, func(e *engine.Engine) (*engine.Pending, error) { return e.Submit(msg) })
 	if err != nil {
 		return nil, err
 	}
@@ -479,16 +534,22 @@ func (s *Service) SubmitText(text string) (*Prompt, error) { return s.Submit(voc
 
 // Steer sends input to the running turn's next step and wakes the agent.
 // After a cancel, steering goes to the next turn instead.
-func (s *Service) Steer(msg vocab.Message) (vocab.ID, error) { return s.eng.Steer(msg) }
+func (s *Service) Steer(msg vocab.Message) (vocab.ID, error) {
+	return on(s, func(e *engine.Engine) (vocab.ID, error) { return e.Steer(msg) })
+}
 
 // Inject queues input for the next step without waking the agent.
-func (s *Service) Inject(msg vocab.Message) (vocab.ID, error) { return s.eng.Inject(msg) }
+func (s *Service) Inject(msg vocab.Message) (vocab.ID, error) {
+	return on(s, func(e *engine.Engine) (vocab.ID, error) { return e.Inject(msg) })
+}
 
 // Withdraw takes a queued input (prompt, steer, injected message,
 // notification or reminder) back. It reports false when the input was
 // already claimed by a step, or is unknown. A withdrawn prompt ends
 // cancelled.
-func (s *Service) Withdraw(id vocab.ID) (bool, error) { return s.eng.Withdraw(id) }
+func (s *Service) Withdraw(id vocab.ID) (bool, error) {
+	return on(s, func(e *engine.Engine) (bool, error) { return e.Withdraw(id) })
+}
 
 // NotifyOptions tune Notify.
 type NotifyOptions struct {
@@ -510,7 +571,7 @@ func (n *Notification) Drop() (bool, error) { return n.svc.Withdraw(n.ID) }
 // Notify queues a notification for the next step and wakes the agent. The
 // returned handle can drop it while it is still queued.
 func (s *Service) Notify(msg vocab.Message, opt NotifyOptions) (*Notification, error) {
-	id, err := s.eng.Notify(msg, opt.BypassMaxSteps)
+	id, err := on(s, func(e *engine.Engine) (vocab.ID, error) { return e.Notify(msg, opt.BypassMaxSteps) })
 	if err != nil {
 		return nil, err
 	}
@@ -520,7 +581,7 @@ func (s *Service) Notify(msg vocab.Message, opt NotifyOptions) (*Notification, e
 // Remind queues a reminder under key; a queued reminder with the same key
 // is replaced. Reminders ride along with the next claimed step.
 func (s *Service) Remind(key string, msg vocab.Message) (vocab.ID, error) {
-	return s.eng.Remind(key, msg)
+	return on(s, func(e *engine.Engine) (vocab.ID, error) { return e.Remind(key, msg) })
 }
 
 // CancelOptions tune Cancel.
@@ -532,7 +593,7 @@ type CancelOptions struct {
 // Cancel aborts the running turn (or the prompt being judged, or the
 // maintenance job) with cause; a no-op beyond clearing the inbox when idle.
 func (s *Service) Cancel(cause vocab.CancelCause, opt CancelOptions) error {
-	return s.eng.Cancel(cause, opt.KeepInbox)
+	return on0(s, func(e *engine.Engine) error { return e.Cancel(cause, opt.KeepInbox) })
 }
 
 // Decision is a person's answer to a tool call awaiting approval: make
@@ -556,7 +617,7 @@ func Edited(args json.RawMessage) Decision { return Decision{Kind: vocab.Edit, A
 // the decision is durable. A call not awaiting approval is ErrNotAwaiting;
 // an unknown decision or edited arguments that are not JSON, ErrBadInput.
 func (s *Service) Approve(callID string, d Decision) error {
-	return s.eng.Approve(callID, d.Kind, d.Reason, d.Args)
+	return on0(s, func(e *engine.Engine) error { return e.Approve(callID, d.Kind, d.Reason, d.Args) })
 }
 
 // PendingApproval is a tool call waiting for a person: Question is what
@@ -569,42 +630,50 @@ type PendingApproval struct {
 // Approvals lists the tool calls awaiting approval, in the model's order.
 // After a reopen they are still there: an approval survives a restart.
 func (s *Service) Approvals(ctx context.Context) ([]PendingApproval, error) {
-	ps, err := s.eng.Approvals(ctx)
-	out := make([]PendingApproval, len(ps))
-	for i, p := range ps {
-		out[i] = PendingApproval{Call: p.Call, Question: p.Question}
-	}
-	return out, err
+	return on(s, func(e *engine.Engine) ([]PendingApproval, error) {
+		ps, err := e.Approvals(ctx)
+		out := make([]PendingApproval, len(ps))
+		for i, p := range ps {
+			out[i] = PendingApproval{Call: p.Call, Question: p.Question}
+		}
+		return out, err
+	})
 }
 
 // Pause stops the agent from starting turns; a running turn ends at its
 // next drain, and queued input stays queued.
-func (s *Service) Pause() error { return s.eng.Pause() }
+func (s *Service) Pause() error { return on0(s, (*engine.Engine).Pause) }
 
 // Continue undoes Pause and serves queued work; a conversation paused
 // while the model owed a reply (history ending with tool results) resumes.
-func (s *Service) Continue() error { return s.eng.Continue() }
+func (s *Service) Continue() error { return on0(s, (*engine.Engine).Continue) }
 
 // RunMaintenance runs job (compaction and the like) while the agent is idle;
 // it is refused with code agent.not_idle otherwise. The public status stays
 // idle; input that wakes the agent meanwhile is served after the job.
 func (s *Service) RunMaintenance(ctx context.Context, job func(ctx context.Context) error) error {
-	return s.eng.RunMaintenance(ctx, job)
+	return on0(s, func(e *engine.Engine) error { return e.RunMaintenance(ctx, job) })
 }
 
 // WhenIdle waits until the agent is idle with nothing queued that would
 // wake it, following hand-offs from one turn to the next.
-func (s *Service) WhenIdle(ctx context.Context) error { return s.eng.WhenIdle(ctx) }
+func (s *Service) WhenIdle(ctx context.Context) error {
+	e := s.eng.Load()
+	if e == nil {
+		return nil // evicted: a session rests when it is
+	}
+	return e.WhenIdle(ctx)
+}
 
 // Close cancels what runs with cause disposed and waits until every piece
 // of work of the session has ended, or ctx: then every prompt is resolved,
 // every event stream ended, and the error (code agent.stuck) names the
 // work that ignored its cancellation.
 func (s *Service) Close(ctx context.Context) error {
-	err := s.eng.Close(ctx)
-	if s.log != nil {
+	err := on0(s, func(e *engine.Engine) error { return e.Close(ctx) })
+	if log := s.log.Load(); log != nil {
 		// Another process may take the session over at once.
-		if rerr := s.log.Release(context.WithoutCancel(ctx)); err == nil && rerr != nil && vocab.CodeOf(rerr) != vocab.CodeClosed {
+		if rerr := log.Release(context.WithoutCancel(ctx)); err == nil && rerr != nil && vocab.CodeOf(rerr) != vocab.CodeClosed {
 			err = rerr
 		}
 	}
@@ -613,7 +682,9 @@ func (s *Service) Close(ctx context.Context) error {
 
 // beginClose starts closing the session (it takes no input and starts no
 // work from then on) without waiting for its work; Close waits.
-func (s *Service) beginClose(ctx context.Context) error { return s.eng.BeginClose(ctx) }
+func (s *Service) beginClose(ctx context.Context) error {
+	return on0(s, func(e *engine.Engine) error { return e.BeginClose(ctx) })
+}
 
 // Snapshot is a consistent picture of a session.
 type Snapshot struct {
@@ -633,31 +704,35 @@ type Snapshot struct {
 
 // Snapshot captures the session between two batches of inputs.
 func (s *Service) Snapshot(ctx context.Context) (Snapshot, error) {
-	snap := Snapshot{Session: s.eng.Session()}
-	var err error
-	if snap.Core, err = s.eng.Snapshot(ctx); err != nil {
-		return Snapshot{}, err
-	}
-	if snap.Agent, snap.Turn, err = s.eng.State(ctx); err != nil {
-		return Snapshot{}, err
-	}
-	if snap.Status, err = s.eng.Status(ctx); err != nil {
-		return Snapshot{}, err
-	}
-	if snap.Seq, err = s.eng.Seq(ctx); err != nil {
-		return Snapshot{}, err
-	}
-	if snap.History, err = s.eng.History(ctx); err != nil {
-		return Snapshot{}, err
-	}
-	return snap, nil
+	return on(s, func(e *engine.Engine) (Snapshot, error) {
+		snap := Snapshot{Session: s.id}
+		var err error
+		if snap.Core, err = e.Snapshot(ctx); err != nil {
+			return Snapshot{}, err
+		}
+		if snap.Agent, snap.Turn, err = e.State(ctx); err != nil {
+			return Snapshot{}, err
+		}
+		if snap.Status, err = e.Status(ctx); err != nil {
+			return Snapshot{}, err
+		}
+		if snap.Seq, err = e.Seq(ctx); err != nil {
+			return Snapshot{}, err
+		}
+		if snap.History, err = e.History(ctx); err != nil {
+			return Snapshot{}, err
+		}
+		return snap, nil
+	})
 }
 
 // History returns a read-only view of the conversation.
-func (s *Service) History(ctx context.Context) (vocab.History, error) { return s.eng.History(ctx) }
+func (s *Service) History(ctx context.Context) (vocab.History, error) {
+	return on(s, func(e *engine.Engine) (vocab.History, error) { return e.History(ctx) })
+}
 
 // Session returns the session id.
-func (s *Service) Session() vocab.ID { return s.eng.Session() }
+func (s *Service) Session() vocab.ID { return s.id }
 
 // ErrDropped matches the error that ends an Events stream whose reader
 // fell behind the in-memory window when the Sink cannot be read back.
@@ -671,6 +746,60 @@ var ErrDropped = eventlog.ErrDropped
 // its stream ends with an error matching ErrDropped — never a silent gap.
 // Decode a stored event's JSON with json.Unmarshal into a vocab.Event: the
 // payload comes back typed.
+//
+// On a session a Host opened, an open stream keeps the session from
+// being evicted, and a stream goes on across a reload.
 func (s *Service) Events(ctx context.Context, from uint64) iter.Seq2[vocab.Event, error] {
-	return s.eng.Events(ctx, from)
+	if s.home == nil {
+		return s.eng.Load().Events(ctx, from)
+	}
+	return func(yield func(vocab.Event, error) bool) {
+		s.subs.Add(1)
+		defer s.subs.Add(-1)
+		for ev, err := range s.follow(ctx, from, true) {
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}
+
+// errEvicted ends a stream of follow that does not reload.
+var errEvicted = vocab.Errorf(vocab.CodeClosed, "the session was evicted")
+
+// follow streams the events of a session a Host opened from sequence
+// number from on, across its lanes: when the session is evicted, the
+// stream reloads it and goes on with reload, and otherwise ends with
+// errEvicted.
+func (s *Service) follow(ctx context.Context, from uint64, reload bool) iter.Seq2[vocab.Event, error] {
+	return func(yield func(vocab.Event, error) bool) {
+		next := max(from, 1)
+		for {
+			e := s.eng.Load()
+			if e == nil && !reload {
+				yield(vocab.Event{}, errEvicted)
+				return
+			}
+			if e == nil {
+				var err error
+				if e, err = s.lane(); err != nil {
+					yield(vocab.Event{}, err)
+					return
+				}
+			}
+			for ev, err := range e.Events(ctx, next) {
+				if err != nil {
+					yield(ev, err)
+					return
+				}
+				next = ev.Seq + 1
+				if !yield(ev, nil) {
+					return
+				}
+			}
+			if !e.Unloaded() {
+				return // the session closed
+			}
+		}
+	}
 }

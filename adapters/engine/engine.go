@@ -23,6 +23,7 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"iter"
 	"log/slog"
@@ -138,6 +139,14 @@ type Options struct {
 	// it before each batch of inputs, so handlers may come and go.
 	Hooks map[vocab.HookName]HookFunc
 	Slots func() []vocab.HookName
+
+	// Resume, with Core, says the core was folded from the log of a lane
+	// that Unload stopped at rest. When the log has not grown since
+	// (Resume.Seq) and the configuration is the same, New steps no open
+	// input: the session goes on as if it had never been unloaded, and
+	// its log does not show the reload. Otherwise New reopens it as
+	// usual (an open input, which recovers).
+	Resume *Resume
 }
 
 // HookFunc runs one hook chain. ctx is cancelled when the turn (or the
@@ -229,6 +238,10 @@ type Engine struct {
 	// checkpointed is the core's sequence number at its last checkpoint
 	// (or when the lane took it over).
 	checkpointed uint64
+	// restAt is when the lane last came to rest idle; config is the
+	// configuration its open input records (for Unload).
+	restAt time.Time
+	config [sha256.Size]byte
 
 	// owned by the driver
 	core    *session.Core
@@ -327,11 +340,18 @@ func New(opt Options) (*Engine, error) {
 		idle: true, acks: map[vocab.ID]chan error{}, prompts: map[vocab.ID]*promptWait{}, jobs: map[vocab.ID]*job{},
 		running: map[uint64]*worker{}, force: make(chan struct{}), done: make(chan struct{})}
 	e.async, _ = opt.Sink.(eventlog.AsyncSink)
+	e.config, e.restAt = sha256.Sum256(open), opt.Clock.Now()
 	e.rootCtx, e.stopAll = context.WithCancelCause(context.Background())
 	// Work contexts do not descend from rootCtx: a child of a cancellable
 	// context registers with it (a map insert and delete per piece of
 	// work); stop cancels every running piece itself (cancelAll).
 	e.workCtx = context.WithValue(context.Background(), ctxKey{}, e)
+	if r := opt.Resume; r != nil && opt.Core != nil && r.Seq == core.Seq() && r.Config == e.config {
+		// Unloaded at rest and nothing changed: no open input.
+		e.slots, e.checkpointed = r.Slots, min(r.Checkpointed, core.Seq())
+		feed.Skip(core.Seq()) // its events are in the sink
+		return e, nil
+	}
 	// The open input heads every session's log with its configuration
 	// (and, on a reopen, recovers): New returns once it is durable.
 	if err := e.call(item{in: vocab.Input{Kind: vocab.InOpen, At: opt.Clock.Now(), ID: e.newID(), Config: open}}); err != nil {

@@ -115,6 +115,7 @@ func (e *Engine) drive(self *worker) {
 			if e.core != nil {
 				e.idle = e.core.Idle()
 				if e.idle {
+					e.restAt = e.opt.Clock.Now()
 					// A resting session keeps no buffers for its next batch.
 					e.core.Trim()
 					e.spare = nil

@@ -833,3 +833,23 @@ func BenchmarkPublish(b *testing.B) {
 	<-done
 	b.ReportMetric(float64(drops)/float64(b.N), "drops/op")
 }
+
+// TestFeedSkip: a feed that continues a log (Skip) serves the events
+// before it from its backing, then what it publishes; a Skip that does
+// not move forward does nothing.
+func TestFeedSkip(t *testing.T) {
+	f, err := NewFeed(4, fakeReader{events: events(1, 5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Skip(5)
+	f.Skip(3)
+	if got := f.Last(); got != 5 {
+		t.Fatalf("Last = %d after Skip(5), Skip(3)", got)
+	}
+	f.Publish(events(6, 7))
+	f.Close()
+	if r := collect(f.Subscribe(context.Background(), 0)); r.err != nil || !slices.Equal(r.seqs, seqRange(1, 7)) {
+		t.Fatalf("got %v and %v, want 1..7", r.seqs, r.err)
+	}
+}

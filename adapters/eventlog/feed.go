@@ -122,6 +122,24 @@ func (f *Feed) push(ev *vocab.Event) {
 	f.n++
 }
 
+// Skip marks every event up to sequence number to as published without
+// keeping any of them: a feed that continues a log whose events are
+// already in its backing (subscribers read them from there). A to not
+// after Last does nothing.
+func (f *Feed) Skip(to uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed || to <= f.last {
+		return
+	}
+	clear(f.ring)
+	f.head, f.n, f.last = 0, 0, to
+	if f.wake != nil {
+		close(f.wake)
+		f.wake = nil
+	}
+}
+
 // Last returns the sequence number of the last event published, or 0 if
 // none was.
 func (f *Feed) Last() uint64 {
