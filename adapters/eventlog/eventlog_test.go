@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
+	"reflect"
 	"runtime"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/loopchart/loopchart/vocab"
 	"go.uber.org/goleak"
@@ -832,4 +835,35 @@ func BenchmarkPublish(b *testing.B) {
 	f.Close()
 	<-done
 	b.ReportMetric(float64(drops)/float64(b.N), "drops/op")
+}
+
+// TestMemoryRoundTrip: an event reads back from Memory exactly as it was
+// appended, every field, including what its compact record does not hold
+// (another session than the log's first, a turn or step past 32 bits).
+func TestMemoryRoundTrip(t *testing.T) {
+	ctx := t.Context()
+	m := NewMemory()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600))
+	in := []vocab.Event{
+		{ID: "s1-7", Session: "s1", Seq: 7, At: at, Kind: vocab.EventTurnStart, Turn: 3, Step: 2},
+		{ID: "s2-8", Session: "s2", Seq: 8, At: at.Add(time.Second), Kind: vocab.EventUsage, Payload: vocab.StatusPayload{Status: "x"}},
+		{ID: "s1-9", Session: "s1", Seq: 9, Kind: vocab.EventTurnEnd, Turn: math.MaxInt32 + 1, Step: math.MinInt32 - 1},
+		{ID: "s1-10", Session: "s1", Seq: 10, Kind: vocab.EventTurnEnd, Turn: -4, Step: math.MaxInt32},
+	}
+	if err := m.Append(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Events(); !reflect.DeepEqual(got, in) {
+		t.Fatalf("Events:\n got %+v\nwant %+v", got, in)
+	}
+	var got []vocab.Event
+	for ev, err := range m.Since(ctx, 8) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev)
+	}
+	if !reflect.DeepEqual(got, in[1:]) {
+		t.Fatalf("Since(8):\n got %+v\nwant %+v", got, in[1:])
+	}
 }

@@ -3,8 +3,10 @@ package eventlog
 import (
 	"context"
 	"iter"
+	"math"
 	"math/bits"
 	"sync"
+	"time"
 
 	"github.com/loopchart/loopchart/vocab"
 )
@@ -16,15 +18,29 @@ import (
 // event storage at all, and the log never copies an event it holds: chunk
 // k has room for 8<<k events up to chunkSize, and is allocated whole when
 // the one before it is full.
+//
+// An event is held as a record of what it does not share with its
+// neighbours (80 bytes instead of a vocab.Event's 112): its sequence
+// number is its position, and its session the log's (see session). A
+// whole log holds a record per event it ever took, so this is most of
+// what an in-memory session retains, and of what the garbage collector
+// scans over and over.
 type Memory struct {
 	mu sync.Mutex
 	// chunks hold the events in order; every chunk but the last is full
-	// (chunkCap). An event is never changed once appended, so a reader may
+	// (chunkCap). A record is never changed once appended, so a reader may
 	// use a chunk's slice header taken under mu after releasing it.
-	chunks [][]vocab.Event
+	chunks [][]record
 	n      int
 	first  uint64 // seq of the first event held; 0 while empty
 	closed bool
+	// session is the session of the first event held. An event of
+	// another session (which a one-session log does not expect, but
+	// takes) has its session in others, by position, and so does one
+	// whose turn or step does not fit a record (wide).
+	session vocab.ID
+	others  map[int]vocab.ID
+	wide    map[int][2]int
 
 	// Failure injection (FailAfter).
 	failArmed bool
@@ -47,6 +63,38 @@ const (
 	geomChunks = 6
 	geomEvents = firstChunkCap * (1<<geomChunks - 1)
 )
+
+// record is an event as Memory holds it (see Memory).
+type record struct {
+	id         vocab.ID
+	at         time.Time
+	kind       vocab.EventKind
+	payload    any
+	turn, step int32
+}
+
+// fits reports whether n fits a record's turn or step.
+func fits(n int) bool { return n >= math.MinInt32 && n <= math.MaxInt32 }
+
+// event rebuilds the idx-th event held from its record.
+func (m *Memory) event(idx int, r *record) vocab.Event {
+	ev := vocab.Event{ID: r.id, Session: m.session, Seq: m.first + uint64(idx), At: r.at, Kind: r.kind,
+		Turn: int(r.turn), Step: int(r.step), Payload: r.payload}
+	if m.others != nil || m.wide != nil {
+		m.exceptions(idx, &ev)
+	}
+	return ev
+}
+
+// exceptions puts in ev what its record could not hold (under mu).
+func (m *Memory) exceptions(idx int, ev *vocab.Event) {
+	if s, ok := m.others[idx]; ok {
+		ev.Session = s
+	}
+	if w, ok := m.wide[idx]; ok {
+		ev.Turn, ev.Step = w[0], w[1]
+	}
+}
 
 // chunkCap is the room of chunk k.
 func chunkCap(k int) int {
@@ -112,17 +160,32 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 		m.failLeft -= len(batch)
 	}
 	if m.n == 0 {
-		m.first = batch[0].Seq
+		m.first, m.session = batch[0].Seq, batch[0].Session
 	}
 	for len(batch) > 0 {
 		if n := len(m.chunks); n == 0 || len(m.chunks[n-1]) == chunkCap(n-1) {
-			m.chunks = append(m.chunks, make([]vocab.Event, 0, chunkCap(n)))
+			m.chunks = append(m.chunks, make([]record, 0, chunkCap(n)))
 		}
 		c := &m.chunks[len(m.chunks)-1]
 		k := min(cap(*c)-len(*c), len(batch))
-		*c = append(*c, batch[:k]...)
+		for i := range batch[:k] {
+			ev := &batch[i]
+			*c = append(*c, record{id: ev.ID, at: ev.At, kind: ev.Kind, payload: ev.Payload, turn: int32(ev.Turn), step: int32(ev.Step)})
+			if ev.Session != m.session {
+				if m.others == nil {
+					m.others = map[int]vocab.ID{}
+				}
+				m.others[m.n] = ev.Session
+			}
+			if !fits(ev.Turn) || !fits(ev.Step) {
+				if m.wide == nil {
+					m.wide = map[int][2]int{}
+				}
+				m.wide[m.n] = [2]int{ev.Turn, ev.Step}
+			}
+			m.n++
+		}
 		batch = batch[k:]
-		m.n += k
 	}
 	return nil
 }
@@ -157,14 +220,21 @@ func (m *Memory) Since(ctx context.Context, from uint64) iter.Seq2[vocab.Event, 
 			m.mu.Lock()
 			ci, off := locate(idx)
 			c := m.chunks[ci]
-			m.mu.Unlock()
 			stop := min(len(c), off+int(end-seq))
-			for _, ev := range c[off:stop] {
-				if !yield(ev, nil) {
+			// A visit takes at most one chunk's events out under the lock
+			// (a chunk is at most 512 records).
+			var buf [64]vocab.Event
+			k := min(stop-off, len(buf))
+			for j := range k {
+				buf[j] = m.event(idx+j, &c[off+j])
+			}
+			m.mu.Unlock()
+			for j := range k {
+				if !yield(buf[j], nil) {
 					return
 				}
 			}
-			seq += uint64(stop - off)
+			seq += uint64(k)
 		}
 	}
 }
@@ -183,7 +253,9 @@ func (m *Memory) Events() []vocab.Event {
 	defer m.mu.Unlock()
 	out := make([]vocab.Event, 0, m.n)
 	for _, c := range m.chunks {
-		out = append(out, c...)
+		for i := range c {
+			out = append(out, m.event(len(out), &c[i]))
+		}
 	}
 	return out
 }
