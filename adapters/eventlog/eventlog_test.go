@@ -867,3 +867,45 @@ func TestMemoryRoundTrip(t *testing.T) {
 		t.Fatalf("Since(8):\n got %+v\nwant %+v", got, in[1:])
 	}
 }
+
+// TestFeedOverMemory: a Feed backed by a Memory keeps no window of its
+// own (the Memory holds every event already), and a subscriber still gets
+// the replay and then the live events, in order and without a gap.
+func TestFeedOverMemory(t *testing.T) {
+	ctx := t.Context()
+	m := NewMemory()
+	f, err := NewFeed(4, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(from, to uint64) {
+		t.Helper()
+		batch := events(from, to)
+		if err := m.Append(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		f.Publish(batch)
+	}
+	publish(1, 10)
+	if f.ring != nil || f.n != 0 || f.Last() != 10 {
+		t.Fatalf("ring %d events (n=%d), last %d: want no ring, last 10", len(f.ring), f.n, f.Last())
+	}
+	got := make(chan result)
+	go func() {
+		var r result
+		for ev, err := range f.Subscribe(ctx, 3) {
+			if err != nil {
+				r.err = err
+				break
+			}
+			r.seqs = append(r.seqs, ev.Seq)
+		}
+		got <- r
+	}()
+	publish(11, 20)
+	publish(21, 25)
+	f.Close()
+	if r := <-got; r.err != nil || !slices.Equal(r.seqs, seqRange(3, 25)) {
+		t.Fatalf("subscriber got %v, %v; want 3..25", r.seqs, r.err)
+	}
+}
