@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/loopchart/loopchart/vocab"
 )
@@ -20,11 +21,12 @@ import (
 // the one before it is full.
 //
 // An event is held as a record of what it does not share with its
-// neighbours (80 bytes instead of a vocab.Event's 112): its sequence
-// number is its position, and its session the log's (see session). A
+// neighbours (48 bytes instead of a vocab.Event's 112, and three pointers
+// instead of six): its sequence number is its position, its session the
+// log's (see session), its time and kind indexes into small tables. A
 // whole log holds a record per event it ever took, so this is most of
 // what an in-memory session retains, and of what the garbage collector
-// scans over and over.
+// scans on every cycle.
 type Memory struct {
 	mu sync.Mutex
 	// chunks hold the events in order; every chunk but the last is full
@@ -41,6 +43,13 @@ type Memory struct {
 	session vocab.ID
 	others  map[int]vocab.ID
 	wide    map[int][2]int
+	// times and kinds are the distinct times and kinds of the events
+	// held, which records index (kindIdx and kindCache find a kind's
+	// index).
+	times     []time.Time
+	kinds     []vocab.EventKind
+	kindIdx   map[vocab.EventKind]uint16
+	kindCache *[16]kindSlot // made on the first append
 
 	// Failure injection (FailAfter).
 	failArmed bool
@@ -64,12 +73,16 @@ const (
 	geomEvents = firstChunkCap * (1<<geomChunks - 1)
 )
 
-// record is an event as Memory holds it (see Memory).
+// record is an event as Memory holds it (see Memory). Its time and kind
+// are indexes into the log's tables (the events of a step share their
+// time, and kinds are few), so the collector, which visits every record
+// of a log on each of its cycles, finds three pointers in it (id and
+// payload) instead of six.
 type record struct {
 	id         vocab.ID
-	at         time.Time
-	kind       vocab.EventKind
 	payload    any
+	at         uint32 // index in times
+	kind       uint16 // index in kinds
 	turn, step int32
 }
 
@@ -78,12 +91,64 @@ func fits(n int) bool { return n >= math.MinInt32 && n <= math.MaxInt32 }
 
 // event rebuilds the idx-th event held from its record.
 func (m *Memory) event(idx int, r *record) vocab.Event {
-	ev := vocab.Event{ID: r.id, Session: m.session, Seq: m.first + uint64(idx), At: r.at, Kind: r.kind,
+	ev := vocab.Event{ID: r.id, Session: m.session, Seq: m.first + uint64(idx), At: m.times[r.at], Kind: m.kinds[r.kind],
 		Turn: int(r.turn), Step: int(r.step), Payload: r.payload}
 	if m.others != nil || m.wide != nil {
 		m.exceptions(idx, &ev)
 	}
 	return ev
+}
+
+// timeIndex returns the index of t in times, adding it when it is not
+// the last one there (events come in time order, a step's events at one
+// time).
+func (m *Memory) timeIndex(t time.Time) uint32 {
+	if n := len(m.times); n > 0 && m.times[n-1] == t {
+		return uint32(n - 1)
+	}
+	if len(m.times) == math.MaxUint32 {
+		panic("eventlog: memory log of more than 2^32 distinct times")
+	}
+	m.times = append(m.times, t)
+	return uint32(len(m.times) - 1)
+}
+
+// kindIndex returns the index of k in kinds, adding it when it is new.
+// A kind is nearly always one of vocab's constants: the cache finds it by
+// where its text is (equal pointer and length: equal text) without hashing
+// it.
+func (m *Memory) kindIndex(k vocab.EventKind) uint16 {
+	if m.kindCache == nil {
+		m.kindCache = new([16]kindSlot)
+	}
+	p := uintptr(unsafe.Pointer(unsafe.StringData(string(k))))
+	slot := &m.kindCache[(p>>3^p>>9)%uintptr(len(m.kindCache))]
+	if slot.p == p && int(slot.n) == len(k) && p != 0 {
+		return slot.idx
+	}
+	idx, ok := m.kindIdx[k]
+	if !ok {
+		if len(m.kinds) > math.MaxUint16 {
+			panic("eventlog: memory log of more than 65536 event kinds")
+		}
+		if m.kindIdx == nil {
+			m.kindIdx = map[vocab.EventKind]uint16{}
+		}
+		idx = uint16(len(m.kinds))
+		m.kinds = append(m.kinds, k)
+		m.kindIdx[k] = idx
+	}
+	if len(k) <= math.MaxUint32 {
+		*slot = kindSlot{p: p, n: uint32(len(k)), idx: idx}
+	}
+	return idx
+}
+
+// kindSlot is an entry of Memory's kind cache.
+type kindSlot struct {
+	p   uintptr
+	n   uint32
+	idx uint16
 }
 
 // exceptions puts in ev what its record could not hold (under mu).
@@ -170,7 +235,8 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 		k := min(cap(*c)-len(*c), len(batch))
 		for i := range batch[:k] {
 			ev := &batch[i]
-			*c = append(*c, record{id: ev.ID, at: ev.At, kind: ev.Kind, payload: ev.Payload, turn: int32(ev.Turn), step: int32(ev.Step)})
+			*c = append(*c, record{id: ev.ID, payload: ev.Payload, at: m.timeIndex(ev.At), kind: m.kindIndex(ev.Kind),
+				turn: int32(ev.Turn), step: int32(ev.Step)})
 			if ev.Session != m.session {
 				if m.others == nil {
 					m.others = map[int]vocab.ID{}
