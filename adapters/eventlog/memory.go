@@ -287,9 +287,9 @@ func (m *Memory) Since(ctx context.Context, from uint64) iter.Seq2[vocab.Event, 
 			ci, off := locate(idx)
 			c := m.chunks[ci]
 			stop := min(len(c), off+int(end-seq))
-			// A visit takes at most one chunk's events out under the lock
-			// (a chunk is at most 512 records).
-			var buf [64]vocab.Event
+			// A visit rebuilds at most readAhead events under the lock (a
+			// small buffer: it lives on the reader's stack).
+			var buf [readAhead]vocab.Event
 			k := min(stop-off, len(buf))
 			for j := range k {
 				buf[j] = m.event(idx+j, &c[off+j])
