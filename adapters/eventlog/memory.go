@@ -5,6 +5,7 @@ import (
 	"iter"
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -44,11 +45,9 @@ type Memory struct {
 	others  map[int]vocab.ID
 	wide    map[int][2]int
 	// times and kinds are the distinct times and kinds of the events
-	// held, which records index (kindIdx and kindCache find a kind's
-	// index).
+	// held, which records index (kindCache finds a kind's index).
 	times     []time.Time
 	kinds     []vocab.EventKind
-	kindIdx   map[vocab.EventKind]uint16
 	kindCache *[16]kindSlot // made on the first append
 
 	// Failure injection (FailAfter).
@@ -126,22 +125,20 @@ func (m *Memory) kindIndex(k vocab.EventKind) uint16 {
 	if slot.p == p && int(slot.n) == len(k) && p != 0 {
 		return slot.idx
 	}
-	idx, ok := m.kindIdx[k]
-	if !ok {
+	// A miss looks the few kinds up one by one (a map would cost each
+	// log a kilobyte or two).
+	idx := slices.Index(m.kinds, k)
+	if idx < 0 {
 		if len(m.kinds) > math.MaxUint16 {
 			panic("eventlog: memory log of more than 65536 event kinds")
 		}
-		if m.kindIdx == nil {
-			m.kindIdx = map[vocab.EventKind]uint16{}
-		}
-		idx = uint16(len(m.kinds))
+		idx = len(m.kinds)
 		m.kinds = append(m.kinds, k)
-		m.kindIdx[k] = idx
 	}
 	if len(k) <= math.MaxUint32 {
-		*slot = kindSlot{p: p, n: uint32(len(k)), idx: idx}
+		*slot = kindSlot{p: p, n: uint32(len(k)), idx: uint16(idx)}
 	}
-	return idx
+	return uint16(idx)
 }
 
 // kindSlot is an entry of Memory's kind cache.
