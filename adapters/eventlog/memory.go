@@ -46,9 +46,11 @@ type Memory struct {
 	wide    map[int][2]int
 	// times and kinds are the distinct times and kinds of the events
 	// held, which records index (kindCache finds a kind's index).
-	times     []time.Time
+	times     [][]time.Time // in pages of timePage, never copied as they grow
+	ntimes    int
+	last      time.Time // the last time added
 	kinds     []vocab.EventKind
-	kindCache *[16]kindSlot // made on the first append
+	kindCache *[64]kindSlot // made on the first append
 
 	// Failure injection (FailAfter).
 	failArmed bool
@@ -90,7 +92,7 @@ func fits(n int) bool { return n >= math.MinInt32 && n <= math.MaxInt32 }
 
 // event rebuilds the idx-th event held from its record.
 func (m *Memory) event(idx int, r *record) vocab.Event {
-	ev := vocab.Event{ID: r.id, Session: m.session, Seq: m.first + uint64(idx), At: m.times[r.at], Kind: m.kinds[r.kind],
+	ev := vocab.Event{ID: r.id, Session: m.session, Seq: m.first + uint64(idx), At: m.times[r.at/timePage][r.at%timePage], Kind: m.kinds[r.kind],
 		Turn: int(r.turn), Step: int(r.step), Payload: r.payload}
 	if m.others != nil || m.wide != nil {
 		m.exceptions(idx, &ev)
@@ -102,15 +104,24 @@ func (m *Memory) event(idx int, r *record) vocab.Event {
 // the last one there (events come in time order, a step's events at one
 // time).
 func (m *Memory) timeIndex(t time.Time) uint32 {
-	if n := len(m.times); n > 0 && m.times[n-1] == t {
-		return uint32(n - 1)
+	if m.ntimes > 0 && m.last == t {
+		return uint32(m.ntimes - 1)
 	}
-	if len(m.times) == math.MaxUint32 {
+	if m.ntimes == math.MaxUint32 {
 		panic("eventlog: memory log of more than 2^32 distinct times")
 	}
-	m.times = append(m.times, t)
-	return uint32(len(m.times) - 1)
+	if m.ntimes%timePage == 0 {
+		m.times = append(m.times, make([]time.Time, 0, timePage))
+	}
+	page := &m.times[len(m.times)-1]
+	*page = append(*page, t)
+	m.last = t
+	m.ntimes++
+	return uint32(m.ntimes - 1)
 }
+
+// timePage is the number of times in a page of Memory.times.
+const timePage = 256
 
 // kindIndex returns the index of k in kinds, adding it when it is new.
 // A kind is nearly always one of vocab's constants: the cache finds it by
@@ -118,10 +129,10 @@ func (m *Memory) timeIndex(t time.Time) uint32 {
 // it.
 func (m *Memory) kindIndex(k vocab.EventKind) uint16 {
 	if m.kindCache == nil {
-		m.kindCache = new([16]kindSlot)
+		m.kindCache = new([64]kindSlot)
 	}
 	p := uintptr(unsafe.Pointer(unsafe.StringData(string(k))))
-	slot := &m.kindCache[(p>>3^p>>9)%uintptr(len(m.kindCache))]
+	slot := &m.kindCache[uint64(p)*0x9E3779B97F4A7C15>>58] // 6 bits: 64 slots
 	if slot.p == p && int(slot.n) == len(k) && p != 0 {
 		return slot.idx
 	}
