@@ -46,7 +46,7 @@ type Memory struct {
 	wide    map[int][2]int
 	// times and kinds are the distinct times and kinds of the events
 	// held, which records index (kindCache finds a kind's index).
-	times     [][]time.Time // in pages of timePage, never copied as they grow
+	times     [][]time.Time // in pages of timePage (the first grows to it), never copied once full
 	ntimes    int
 	last      time.Time // the last time added
 	kinds     []vocab.EventKind
@@ -111,7 +111,13 @@ func (m *Memory) timeIndex(t time.Time) uint32 {
 		panic("eventlog: memory log of more than 2^32 distinct times")
 	}
 	if m.ntimes%timePage == 0 {
-		m.times = append(m.times, make([]time.Time, 0, timePage))
+		// The first page grows as a slice does (a short log holds a
+		// short one), the others are made whole.
+		n := timePage
+		if m.ntimes == 0 {
+			n = 8
+		}
+		m.times = append(m.times, make([]time.Time, 0, n))
 	}
 	page := &m.times[len(m.times)-1]
 	*page = append(*page, t)
