@@ -70,8 +70,9 @@ type Options struct {
 	// others; negative is an error.
 	CheckpointEvery int
 	// Window is how many recent events stay in memory for Events; 0 means
-	// 64 when the Sink can read its events back (the default one can),
-	// else 1024.
+	// 64 when the Sink can read its events back, else 1024. The default
+	// in-memory Sink holds every event itself, so Events reads it and no
+	// window is kept.
 	Window int
 	Logger *slog.Logger
 	// Jitter draws the retry jitter in [0, 1); math/rand when nil.

@@ -69,7 +69,8 @@ type Options struct {
 	// Window is how many recent events stay in memory for live
 	// subscribers (older ones are read back from the Sink when it is an
 	// eventlog.Reader); 0 means 64 when the Sink can be read back, else
-	// eventlog.DefaultWindow.
+	// eventlog.DefaultWindow. An eventlog.Memory sink holds every event
+	// in memory already: subscribers read it, and no window is kept.
 	Window int
 	// Logger logs lane diagnostics; discarded when nil.
 	Logger *slog.Logger

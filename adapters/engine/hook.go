@@ -9,7 +9,7 @@ import (
 // runHook runs one hook chain. A panic or an error becomes the verdict's
 // Err; a slot without a chain answers with an empty verdict (go on).
 func (e *Engine) runHook(wk *worker) {
-	w := wk.w
+	w := wk.w.Hook
 	var v vocab.HookVerdict
 	if fn := e.opt.Hooks[w.Hook]; fn != nil {
 		call := HookCall{Hook: w.Hook, Info: StepInfo(w.Info), Messages: w.Messages, Prompt: w.Prompt, History: w.History, Err: w.Err, Attempt: w.Attempt,

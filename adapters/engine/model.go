@@ -57,7 +57,7 @@ func (e *Engine) runModel(wk *worker) {
 		return
 	}
 	reply, usage := new(vocab.Message), new(vocab.Usage)
-	*reply, *usage = r.a.Message(), r.a.Usage()
+	*reply, *usage = r.a.Take(), r.a.Usage() // the request is over: its parts are the reply's
 	e.report(wk, vocab.Input{Kind: vocab.InModelDone, Reply: reply, Finish: r.a.Finish(), Usage: usage})
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/loopchart/loopchart/adapters/clock"
 	"github.com/loopchart/loopchart/machines/session"
@@ -12,7 +13,7 @@ import (
 // worker is one piece of work the lane started: its context, and what to
 // report if it never ends.
 type worker struct {
-	w      session.Work
+	w      work
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	timer  clock.Timer
@@ -26,6 +27,19 @@ type worker struct {
 	next *worker
 }
 
+// work is what a worker keeps of its session.Work: the fields model,
+// tool and timer work need (a whole Work is about 270 bytes, and each
+// step starts two pieces of work), and the whole Work for hooks.
+type work struct {
+	ID       uint64
+	Kind     session.WorkKind
+	Request  *vocab.Request
+	Call     *vocab.ToolCall
+	Deadline time.Time
+	// Hook is the hook work as the core gave it (hooks only).
+	Hook *session.Work
+}
+
 // what names the work for a person (a stuck-work report).
 func (wk *worker) what() string {
 	w := wk.w
@@ -35,7 +49,7 @@ func (wk *worker) what() string {
 	case session.WorkTool:
 		return fmt.Sprintf("tool %q (call %s)", w.Call.Name, w.Call.ID)
 	case session.WorkHook:
-		return fmt.Sprintf("hook %s", w.Hook)
+		return fmt.Sprintf("hook %s", w.Hook.Hook)
 	case session.WorkMaintenance:
 		return "maintenance job"
 	}
@@ -52,8 +66,11 @@ type job struct {
 
 // register records work the core started; launch then starts it.
 func (e *Engine) register(w session.Work) *worker {
-	wk := &worker{w: w}
+	wk := &worker{w: work{ID: w.ID, Kind: w.Kind, Request: w.Request, Call: w.Call, Deadline: w.Deadline}}
 	switch w.Kind {
+	case session.WorkHook:
+		h := w
+		wk.w.Hook = &h
 	case session.WorkStop:
 		go e.stopper()
 		return nil

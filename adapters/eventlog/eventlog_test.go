@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
+	"reflect"
 	"runtime"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/loopchart/loopchart/vocab"
 	"go.uber.org/goleak"
@@ -851,5 +854,78 @@ func TestFeedSkip(t *testing.T) {
 	f.Close()
 	if r := collect(f.Subscribe(context.Background(), 0)); r.err != nil || !slices.Equal(r.seqs, seqRange(1, 7)) {
 		t.Fatalf("got %v and %v, want 1..7", r.seqs, r.err)
+	}
+}
+
+// TestMemoryRoundTrip: an event reads back from Memory exactly as it was
+// appended, every field, including what its compact record does not hold
+// (another session than the log's first, a turn or step past 32 bits).
+func TestMemoryRoundTrip(t *testing.T) {
+	ctx := t.Context()
+	m := NewMemory()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600))
+	in := []vocab.Event{
+		{ID: "s1-7", Session: "s1", Seq: 7, At: at, Kind: vocab.EventTurnStart, Turn: 3, Step: 2},
+		{ID: "s2-8", Session: "s2", Seq: 8, At: at.Add(time.Second), Kind: vocab.EventUsage, Payload: vocab.StatusPayload{Status: "x"}},
+		{ID: "s1-9", Session: "s1", Seq: 9, Kind: vocab.EventTurnEnd, Turn: math.MaxInt32 + 1, Step: math.MinInt32 - 1},
+		{ID: "s1-10", Session: "s1", Seq: 10, Kind: vocab.EventTurnEnd, Turn: -4, Step: math.MaxInt32},
+	}
+	if err := m.Append(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Events(); !reflect.DeepEqual(got, in) {
+		t.Fatalf("Events:\n got %+v\nwant %+v", got, in)
+	}
+	var got []vocab.Event
+	for ev, err := range m.Since(ctx, 8) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev)
+	}
+	if !reflect.DeepEqual(got, in[1:]) {
+		t.Fatalf("Since(8):\n got %+v\nwant %+v", got, in[1:])
+	}
+}
+
+// TestFeedOverMemory: a Feed backed by a Memory keeps no window of its
+// own (the Memory holds every event already), and a subscriber still gets
+// the replay and then the live events, in order and without a gap.
+func TestFeedOverMemory(t *testing.T) {
+	ctx := t.Context()
+	m := NewMemory()
+	f, err := NewFeed(4, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(from, to uint64) {
+		t.Helper()
+		batch := events(from, to)
+		if err := m.Append(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		f.Publish(batch)
+	}
+	publish(1, 10)
+	if f.ring != nil || f.n != 0 || f.Last() != 10 {
+		t.Fatalf("ring %d events (n=%d), last %d: want no ring, last 10", len(f.ring), f.n, f.Last())
+	}
+	got := make(chan result)
+	go func() {
+		var r result
+		for ev, err := range f.Subscribe(ctx, 3) {
+			if err != nil {
+				r.err = err
+				break
+			}
+			r.seqs = append(r.seqs, ev.Seq)
+		}
+		got <- r
+	}()
+	publish(11, 20)
+	publish(21, 25)
+	f.Close()
+	if r := <-got; r.err != nil || !slices.Equal(r.seqs, seqRange(3, 25)) {
+		t.Fatalf("subscriber got %v, %v; want 3..25", r.seqs, r.err)
 	}
 }

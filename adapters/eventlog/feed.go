@@ -41,6 +41,10 @@ type Feed struct {
 	window  int
 	last    uint64 // seq of the last event published; 0 before any
 	backing Reader
+	// resident is set when the backing holds every event in memory (a
+	// *Memory): the window would only copy it, so the Feed keeps none and
+	// subscribers read the backing.
+	resident bool
 	// wake is closed by the next Publish or by Close. It is made by the
 	// first subscriber that waits, so publishing to a Feed nobody waits on
 	// allocates nothing.
@@ -54,7 +58,9 @@ type Feed struct {
 
 // NewFeed returns a Feed that keeps the last window events in memory (0
 // means DefaultWindow; a negative window is an error with code
-// vocab.CodeBadInput). backing, which may be nil, is where a subscriber
+// vocab.CodeBadInput). A backing that holds every event in memory itself
+// (a *Memory) makes the window redundant: that Feed keeps no copy of its
+// own, and its subscribers read the backing. backing, which may be nil, is where a subscriber
 // that is behind the window reads from: normally the session's durable
 // log, which holds every published event because the lane appends a batch
 // before it publishes it.
@@ -65,7 +71,8 @@ func NewFeed(window int, backing Reader) (*Feed, error) {
 	if window == 0 {
 		window = DefaultWindow
 	}
-	return &Feed{window: window, backing: backing}, nil
+	_, resident := backing.(*Memory)
+	return &Feed{window: window, backing: backing, resident: resident}, nil
 }
 
 // Publish adds batch to the feed and wakes the subscribers waiting for it.
@@ -94,7 +101,9 @@ func (f *Feed) Publish(batch []vocab.Event) {
 			clear(f.ring) // drop the old window and its payloads
 			f.head, f.n = 0, 0
 		}
-		f.push(ev)
+		if !f.resident {
+			f.push(ev)
+		}
 		f.last = ev.Seq
 		published = true
 	}

@@ -3,8 +3,12 @@ package eventlog
 import (
 	"context"
 	"iter"
+	"math"
 	"math/bits"
+	"slices"
 	"sync"
+	"time"
+	"unsafe"
 
 	"github.com/loopchart/loopchart/vocab"
 )
@@ -16,15 +20,37 @@ import (
 // event storage at all, and the log never copies an event it holds: chunk
 // k has room for 8<<k events up to chunkSize, and is allocated whole when
 // the one before it is full.
+//
+// An event is held as a record of what it does not share with its
+// neighbours (48 bytes instead of a vocab.Event's 112, and three pointers
+// instead of six): its sequence number is its position, its session the
+// log's (see session), its time and kind indexes into small tables. A
+// whole log holds a record per event it ever took, so this is most of
+// what an in-memory session retains, and of what the garbage collector
+// scans on every cycle.
 type Memory struct {
 	mu sync.Mutex
 	// chunks hold the events in order; every chunk but the last is full
-	// (chunkCap). An event is never changed once appended, so a reader may
+	// (chunkCap). A record is never changed once appended, so a reader may
 	// use a chunk's slice header taken under mu after releasing it.
-	chunks [][]vocab.Event
+	chunks [][]record
 	n      int
 	first  uint64 // seq of the first event held; 0 while empty
 	closed bool
+	// session is the session of the first event held. An event of
+	// another session (which a one-session log does not expect, but
+	// takes) has its session in others, by position, and so does one
+	// whose turn or step does not fit a record (wide).
+	session vocab.ID
+	others  map[int]vocab.ID
+	wide    map[int][2]int
+	// times and kinds are the distinct times and kinds of the events
+	// held, which records index (kindCache finds a kind's index).
+	times     [][]time.Time // in pages of timePage (the first grows to it), never copied once full
+	ntimes    int
+	last      time.Time // the last time added
+	kinds     []vocab.EventKind
+	kindCache *[64]kindSlot // made on the first append
 
 	// Failure injection (FailAfter).
 	failArmed bool
@@ -47,6 +73,107 @@ const (
 	geomChunks = 6
 	geomEvents = firstChunkCap * (1<<geomChunks - 1)
 )
+
+// record is an event as Memory holds it (see Memory). Its time and kind
+// are indexes into the log's tables (the events of a step share their
+// time, and kinds are few), so the collector, which visits every record
+// of a log on each of its cycles, finds three pointers in it (id and
+// payload) instead of six.
+type record struct {
+	id         vocab.ID
+	payload    any
+	at         uint32 // index in times
+	kind       uint16 // index in kinds
+	turn, step int32
+}
+
+// fits reports whether n fits a record's turn or step.
+func fits(n int) bool { return n >= math.MinInt32 && n <= math.MaxInt32 }
+
+// event rebuilds the idx-th event held from its record.
+func (m *Memory) event(idx int, r *record) vocab.Event {
+	ev := vocab.Event{ID: r.id, Session: m.session, Seq: m.first + uint64(idx), At: m.times[r.at/timePage][r.at%timePage], Kind: m.kinds[r.kind],
+		Turn: int(r.turn), Step: int(r.step), Payload: r.payload}
+	if m.others != nil || m.wide != nil {
+		m.exceptions(idx, &ev)
+	}
+	return ev
+}
+
+// timeIndex returns the index of t in times, adding it when it is not
+// the last one there (events come in time order, a step's events at one
+// time).
+func (m *Memory) timeIndex(t time.Time) uint32 {
+	if m.ntimes > 0 && m.last == t {
+		return uint32(m.ntimes - 1)
+	}
+	if m.ntimes == math.MaxUint32 {
+		panic("eventlog: memory log of more than 2^32 distinct times")
+	}
+	if m.ntimes%timePage == 0 {
+		// The first page grows as a slice does (a short log holds a
+		// short one), the others are made whole.
+		n := timePage
+		if m.ntimes == 0 {
+			n = 8
+		}
+		m.times = append(m.times, make([]time.Time, 0, n))
+	}
+	page := &m.times[len(m.times)-1]
+	*page = append(*page, t)
+	m.last = t
+	m.ntimes++
+	return uint32(m.ntimes - 1)
+}
+
+// timePage is the number of times in a page of Memory.times.
+const timePage = 256
+
+// kindIndex returns the index of k in kinds, adding it when it is new.
+// A kind is nearly always one of vocab's constants: the cache finds it by
+// where its text is (equal pointer and length: equal text) without hashing
+// it.
+func (m *Memory) kindIndex(k vocab.EventKind) uint16 {
+	if m.kindCache == nil {
+		m.kindCache = new([64]kindSlot)
+	}
+	p := uintptr(unsafe.Pointer(unsafe.StringData(string(k))))
+	slot := &m.kindCache[uint64(p)*0x9E3779B97F4A7C15>>58] // 6 bits: 64 slots
+	if slot.p == p && int(slot.n) == len(k) && p != 0 {
+		return slot.idx
+	}
+	// A miss looks the few kinds up one by one (a map would cost each
+	// log a kilobyte or two).
+	idx := slices.Index(m.kinds, k)
+	if idx < 0 {
+		if len(m.kinds) > math.MaxUint16 {
+			panic("eventlog: memory log of more than 65536 event kinds")
+		}
+		idx = len(m.kinds)
+		m.kinds = append(m.kinds, k)
+	}
+	if len(k) <= math.MaxUint32 {
+		*slot = kindSlot{p: p, n: uint32(len(k)), idx: uint16(idx)}
+	}
+	return uint16(idx)
+}
+
+// kindSlot is an entry of Memory's kind cache.
+type kindSlot struct {
+	p   uintptr
+	n   uint32
+	idx uint16
+}
+
+// exceptions puts in ev what its record could not hold (under mu).
+func (m *Memory) exceptions(idx int, ev *vocab.Event) {
+	if s, ok := m.others[idx]; ok {
+		ev.Session = s
+	}
+	if w, ok := m.wide[idx]; ok {
+		ev.Turn, ev.Step = w[0], w[1]
+	}
+}
 
 // chunkCap is the room of chunk k.
 func chunkCap(k int) int {
@@ -112,17 +239,33 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 		m.failLeft -= len(batch)
 	}
 	if m.n == 0 {
-		m.first = batch[0].Seq
+		m.first, m.session = batch[0].Seq, batch[0].Session
 	}
 	for len(batch) > 0 {
 		if n := len(m.chunks); n == 0 || len(m.chunks[n-1]) == chunkCap(n-1) {
-			m.chunks = append(m.chunks, make([]vocab.Event, 0, chunkCap(n)))
+			m.chunks = append(m.chunks, make([]record, 0, chunkCap(n)))
 		}
 		c := &m.chunks[len(m.chunks)-1]
 		k := min(cap(*c)-len(*c), len(batch))
-		*c = append(*c, batch[:k]...)
+		for i := range batch[:k] {
+			ev := &batch[i]
+			*c = append(*c, record{id: ev.ID, payload: ev.Payload, at: m.timeIndex(ev.At), kind: m.kindIndex(ev.Kind),
+				turn: int32(ev.Turn), step: int32(ev.Step)})
+			if ev.Session != m.session {
+				if m.others == nil {
+					m.others = map[int]vocab.ID{}
+				}
+				m.others[m.n] = ev.Session
+			}
+			if !fits(ev.Turn) || !fits(ev.Step) {
+				if m.wide == nil {
+					m.wide = map[int][2]int{}
+				}
+				m.wide[m.n] = [2]int{ev.Turn, ev.Step}
+			}
+			m.n++
+		}
 		batch = batch[k:]
-		m.n += k
 	}
 	return nil
 }
@@ -157,14 +300,21 @@ func (m *Memory) Since(ctx context.Context, from uint64) iter.Seq2[vocab.Event, 
 			m.mu.Lock()
 			ci, off := locate(idx)
 			c := m.chunks[ci]
-			m.mu.Unlock()
 			stop := min(len(c), off+int(end-seq))
-			for _, ev := range c[off:stop] {
-				if !yield(ev, nil) {
+			// A visit rebuilds at most readAhead events under the lock (a
+			// small buffer: it lives on the reader's stack).
+			var buf [readAhead]vocab.Event
+			k := min(stop-off, len(buf))
+			for j := range k {
+				buf[j] = m.event(idx+j, &c[off+j])
+			}
+			m.mu.Unlock()
+			for j := range k {
+				if !yield(buf[j], nil) {
 					return
 				}
 			}
-			seq += uint64(stop - off)
+			seq += uint64(k)
 		}
 	}
 }
@@ -183,7 +333,9 @@ func (m *Memory) Events() []vocab.Event {
 	defer m.mu.Unlock()
 	out := make([]vocab.Event, 0, m.n)
 	for _, c := range m.chunks {
-		out = append(out, c...)
+		for i := range c {
+			out = append(out, m.event(len(out), &c[i]))
+		}
 	}
 	return out
 }

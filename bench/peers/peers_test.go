@@ -303,18 +303,40 @@ func (m *countingModel) WithTools([]*schema.ToolInfo) (model.ToolCallingChatMode
 }
 
 // sessions is the number of concurrent sessions of the throughput
-// benchmarks.
-const sessions = 1000
+// benchmarks; sessions10k that of the 10,000-session ones.
+const (
+	sessions    = 1000
+	sessions10k = 10000
+)
 
 // BenchmarkConcurrentLoopchart measures throughput with many sessions at
 // once: one op is 1,000 sessions each running one k=10 prompt, all at the
 // same time (GOMAXPROCS workers share them). It reports steps/s; compare
 // with BenchmarkConcurrentEino in the same run.
-func BenchmarkConcurrentLoopchart(b *testing.B) {
+func BenchmarkConcurrentLoopchart(b *testing.B) { concurrentLoopchart(b, sessions) }
+
+// BenchmarkConcurrentEino is BenchmarkConcurrentLoopchart for eino's ReAct
+// agent: 1,000 concurrent runs of k=10 per op, one agent per run.
+func BenchmarkConcurrentEino(b *testing.B) { concurrentEino(b, sessions) }
+
+// BenchmarkConcurrent10kLoopchart is BenchmarkConcurrentLoopchart with
+// 10,000 sessions (agentsvc.New, in-memory sink, the same fake model and
+// no-op tool) each running one k=10 prompt per op, all at once. Compare
+// with BenchmarkConcurrent10kEino in the same run (-bench Concurrent10k).
+func BenchmarkConcurrent10kLoopchart(b *testing.B) { concurrentLoopchart(b, sessions10k) }
+
+// BenchmarkConcurrent10kEino is BenchmarkConcurrentEino with 10,000
+// concurrent runs per op.
+func BenchmarkConcurrent10kEino(b *testing.B) { concurrentEino(b, sessions10k) }
+
+// concurrentLoopchart runs n loopchart sessions at once per op, each one
+// k=10 prompt, and reports steps/s. The sessions live across ops (each
+// keeps its history and log, as a long-lived session does).
+func concurrentLoopchart(b *testing.B, n int) {
 	const k = 10
 	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, noopArgs) (string, error) { return "ok", nil })
 	ctx := context.Background()
-	svcs := make([]*agentsvc.Service, sessions)
+	svcs := make([]*agentsvc.Service, n)
 	for i := range svcs {
 		var err error
 		svcs[i], err = agentsvc.New(agentsvc.Options{Provider: newLCProvider(k), Tools: []vocab.Tool{noop},
@@ -327,7 +349,7 @@ func BenchmarkConcurrentLoopchart(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		var wg sync.WaitGroup
-		errs := make(chan error, sessions)
+		errs := make(chan error, n)
 		for _, svc := range svcs {
 			wg.Add(1)
 			go func() {
@@ -349,18 +371,18 @@ func BenchmarkConcurrentLoopchart(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(b.N*sessions*(k+1))/b.Elapsed().Seconds(), "steps/s")
+	b.ReportMetric(float64(b.N*n*(k+1))/b.Elapsed().Seconds(), "steps/s")
 	for _, svc := range svcs {
 		svc.Close(ctx)
 	}
 }
 
-// BenchmarkConcurrentEino is BenchmarkConcurrentLoopchart for eino's ReAct
-// agent: 1,000 concurrent runs of k=10 per op, one agent per run.
-func BenchmarkConcurrentEino(b *testing.B) {
+// concurrentEino runs n eino ReAct agents at once per op, each one k=10
+// run, and reports steps/s.
+func concurrentEino(b *testing.B, n int) {
 	const k = 10
 	ctx := context.Background()
-	ags := make([]*react.Agent, sessions)
+	ags := make([]*react.Agent, n)
 	for i := range ags {
 		var err error
 		ags[i], err = react.NewAgent(ctx, &react.AgentConfig{
@@ -376,7 +398,7 @@ func BenchmarkConcurrentEino(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		var wg sync.WaitGroup
-		errs := make(chan error, sessions)
+		errs := make(chan error, n)
 		for _, ag := range ags {
 			wg.Add(1)
 			go func() {
@@ -394,5 +416,5 @@ func BenchmarkConcurrentEino(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(b.N*sessions*(k+1))/b.Elapsed().Seconds(), "steps/s")
+	b.ReportMetric(float64(b.N*n*(k+1))/b.Elapsed().Seconds(), "steps/s")
 }

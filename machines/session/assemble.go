@@ -89,6 +89,19 @@ func (a *Assembler) Message() vocab.Message {
 	return m
 }
 
+// Take returns the reply and hands its parts over to the caller instead
+// of copying them (Message): the assembler forgets them, so call Reset
+// before adding to it again.
+func (a *Assembler) Take() vocab.Message {
+	a.flush()
+	m := a.msg
+	if m.Role == "" {
+		m.Role, m.Source = vocab.RoleAssistant, vocab.SourceModel
+	}
+	a.msg.Parts = nil
+	return m
+}
+
 // Usage returns the usage reported so far.
 func (a *Assembler) Usage() vocab.Usage { return a.usage }
 
