@@ -15,6 +15,7 @@ import (
 	"github.com/cloudwego/eino/flow/agent/react"
 	"github.com/cloudwego/eino/schema"
 
+	"github.com/loopchart/loopchart/adapters/store/memory"
 	"github.com/loopchart/loopchart/adapters/tools"
 	"github.com/loopchart/loopchart/agentsvc"
 	"github.com/loopchart/loopchart/vocab"
@@ -329,19 +330,48 @@ func BenchmarkConcurrent10kLoopchart(b *testing.B) { concurrentLoopchart(b, sess
 // concurrent runs per op.
 func BenchmarkConcurrent10kEino(b *testing.B) { concurrentEino(b, sessions10k) }
 
+// BenchmarkConcurrent10kHost is BenchmarkConcurrent10kLoopchart with the
+// 10,000 sessions opened by one agentsvc.Host on the in-memory store, its
+// global lane capped at 10,000 (every session may run at once; each slot
+// wait, grant and release is logged). Compare with
+// BenchmarkConcurrent10kEino in the same run.
+func BenchmarkConcurrent10kHost(b *testing.B) {
+	const k = 10
+	h, err := agentsvc.NewHost(agentsvc.HostOptions{Store: memory.New(), MaxRunning: sessions10k,
+		Session: func(agentsvc.SessionInfo) (agentsvc.Options, error) { return lcOptions(k), nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	concurrent(b, sessions10k, k, func(i int) (*agentsvc.Service, error) {
+		return h.Open(context.Background(), vocab.ID(fmt.Sprintf("s%d", i)))
+	})
+}
+
+// lcOptions are the options of a loopchart session of the benchmarks: the
+// fake model of k rounds, the no-op tool, sequential ids, no jitter.
+func lcOptions(k int) agentsvc.Options {
+	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, noopArgs) (string, error) { return "ok", nil })
+	return agentsvc.Options{Provider: newLCProvider(k), Tools: []vocab.Tool{noop},
+		IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 }}
+}
+
 // concurrentLoopchart runs n loopchart sessions at once per op, each one
 // k=10 prompt, and reports steps/s. The sessions live across ops (each
 // keeps its history and log, as a long-lived session does).
 func concurrentLoopchart(b *testing.B, n int) {
 	const k = 10
-	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, noopArgs) (string, error) { return "ok", nil })
+	concurrent(b, n, k, func(int) (*agentsvc.Service, error) { return agentsvc.New(lcOptions(k)) })
+}
+
+// concurrent runs n sessions (made by open) at once per op, each one
+// prompt of k rounds, and reports steps/s.
+func concurrent(b *testing.B, n, k int, open func(i int) (*agentsvc.Service, error)) {
 	ctx := context.Background()
 	svcs := make([]*agentsvc.Service, n)
 	for i := range svcs {
 		var err error
-		svcs[i], err = agentsvc.New(agentsvc.Options{Provider: newLCProvider(k), Tools: []vocab.Tool{noop},
-			IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 }})
-		if err != nil {
+		if svcs[i], err = open(i); err != nil {
 			b.Fatal(err)
 		}
 	}
