@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/loopchart/loopchart/adapters/store/memory"
@@ -860,4 +861,62 @@ func TestHostCancelDuringChildToolCall(t *testing.T) {
 			t.Errorf("the parent heard of %s %d times", id, heard[id])
 		}
 	}
+}
+
+// agents_wait with a timeout returns when it runs out, naming the
+// children still running; a child that ends later is delivered once. The
+// test runs in a synctest bubble: the host's clock is the bubble's.
+func TestHostWaitTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		o := agentsvc.HostOptions{Store: memory.New()}
+		o.Session = func(info agentsvc.SessionInfo) (agentsvc.Options, error) {
+			if info.Parent == "" {
+				return agentsvc.Options{Provider: parentProvider(nil), NoRunTimeout: true}, nil
+			}
+			return agentsvc.Options{Provider: childProvider(nil, info.ID, release), NoRunTimeout: true, NoStreamWatchdog: true}, nil
+		}
+		h, err := agentsvc.NewHost(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		ctx := context.Background()
+		parent, _ := h.Open(ctx, "p")
+		p, err := parent.SubmitText("spawn x wait") // agents_wait {timeout: 1m}
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		time.Sleep(59 * time.Second)
+		synctest.Wait()
+		for _, m := range transcriptOf(t, parent) {
+			if m.Role == vocab.RoleTool && m.Result.Name == agentsvc.ToolWait {
+				t.Fatalf("agents_wait returned before its timeout: %s", m.Text())
+			}
+		}
+		time.Sleep(2 * time.Second)
+		res, err := p.Wait(ctx)
+		if err != nil || res.Kind != vocab.PromptCompleted {
+			t.Fatalf("prompt %v %v", res, err)
+		}
+		var waited string
+		for _, m := range transcriptOf(t, parent) {
+			if m.Role == vocab.RoleTool && m.Result.Name == agentsvc.ToolWait {
+				waited = m.Text()
+			}
+		}
+		child := spawnedChildren(t, parent)
+		if len(child) != 1 || !strings.Contains(waited, "[subagent running] "+string(child[0])) {
+			t.Fatalf("the wait's result %q, want the child %v still running", waited, child)
+		}
+		close(release)
+		synctest.Wait()
+		if err := parent.WhenIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if heard := answeredChildren(t, parent); heard[child[0]] != 1 {
+			t.Fatalf("the parent heard of %s %d times after the timeout:\n%s", child[0], heard[child[0]], dumpHistory(t, parent))
+		}
+	})
 }
