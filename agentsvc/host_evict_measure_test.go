@@ -45,15 +45,7 @@ func TestHostEvictedFootprint(t *testing.T) {
 		t.Skip("a measurement: run with -host.evicted=N")
 	}
 	st := memory.New()
-	o := agentsvc.HostOptions{Store: st, NoEviction: true}
-	o.Session = func(info agentsvc.SessionInfo) (agentsvc.Options, error) {
-		return agentsvc.Options{Provider: replies(func(context.Context, vocab.Request) (string, []vocab.ToolCall, error) { return "ok", nil, nil }),
-			NoRunTimeout: true, Window: 8}, nil
-	}
-	h, err := agentsvc.NewHost(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := footprintHost(t, agentsvc.HostOptions{Store: st, NoEviction: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	g0, h0, r0 := runtime.NumGoroutine(), heapAfterGC(), rss(t)

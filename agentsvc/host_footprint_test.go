@@ -36,15 +36,7 @@ func TestHostResidentFootprint(t *testing.T) {
 		return ms.HeapAlloc
 	}
 	st := memory.New()
-	o := agentsvc.HostOptions{Store: st}
-	o.Session = func(info agentsvc.SessionInfo) (agentsvc.Options, error) {
-		return agentsvc.Options{Provider: replies(func(context.Context, vocab.Request) (string, []vocab.ToolCall, error) { return "ok", nil, nil }),
-			NoRunTimeout: true, Window: 8}, nil
-	}
-	h, err := agentsvc.NewHost(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := footprintHost(t, agentsvc.HostOptions{Store: st})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	g0, h0, r0 := runtime.NumGoroutine(), heap(), rss(t)
@@ -95,4 +87,19 @@ func rss(t *testing.T) uint64 {
 		}
 	}
 	return 0
+}
+
+// footprintHost is the host of the footprint measurements: its sessions
+// answer "ok" at once and keep an 8-event window in process.
+func footprintHost(t *testing.T, o agentsvc.HostOptions) *agentsvc.Host {
+	t.Helper()
+	o.Session = func(agentsvc.SessionInfo) (agentsvc.Options, error) {
+		return agentsvc.Options{Provider: replies(func(context.Context, vocab.Request) (string, []vocab.ToolCall, error) { return "ok", nil, nil }),
+			NoRunTimeout: true, Window: 8}, nil
+	}
+	h, err := agentsvc.NewHost(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
