@@ -115,12 +115,14 @@ type HostOptions struct {
 // Host keeps many sessions over one store: Open restores or creates a
 // session, once however many callers ask at the same time, and runs its
 // sub-agents. Sub-agents are sessions of the same store whose ids name
-// their parent; the sessions_spawn, agents_wait and subagents tools drive
-// them, within the limits of HostOptions. A child's end reaches its parent
-// once: as the agents_wait result that consumed it, or else as one
-// notification ("[subagent completed] ID" and its final answer; failed
-// and cancelled variants). Cancelling a parent's turn cancels its running
-// children; closing a parent closes them. All methods are safe for
+// their parent; the sessions_spawn, agents_wait, sessions_yield and
+// subagents tools drive them, within the limits of HostOptions. A child's
+// end reaches its parent once: as the agents_wait result that consumed
+// it, or else as one notification ("[subagent completed] ID" and its
+// final answer; failed and cancelled variants), which also resumes a
+// parent that yielded. Cancelling a parent's turn cancels its running
+// children; closing a parent closes them. Top-level sessions share a
+// global lane (HostOptions.MaxRunning). All methods are safe for
 // concurrent use.
 //
 // A session that rests for HostOptions.EvictAfter is evicted: its lane
