@@ -214,6 +214,9 @@ var machines = sync.Pool{New: func() any { return session.NewMachines() }}
 
 // Engine runs one session. All methods are safe for concurrent use.
 type Engine struct {
+	// dog is a spare stream watchdog for this engine's next model request
+	// (see runModel).
+	dog atomic.Pointer[watchdog]
 	opt     Options
 	session vocab.ID
 	log     *slog.Logger

@@ -23,10 +23,19 @@ func (e *Engine) runModel(wk *worker) {
 	// reused (modelRuns): nothing outlives the request but the reply and
 	// the usage, which are allocations of their own (the core takes the
 	// reply over and its log keeps it), and the stream buffer.
+	//
+	// The watchdog (and its timer) is reused too, but only by this
+	// engine (e.dog), never through the shared pool: a timer belongs to
+	// the goroutines that made it (a testing/synctest bubble forbids
+	// resetting it from outside), and a session's requests run one at a
+	// time.
 	r := modelRuns.Get().(*modelRun)
-	*r = modelRun{e: e, wk: wk, last: e.opt.Clock.Now(), dog: r.dog}
+	*r = modelRun{e: e, wk: wk, last: e.opt.Clock.Now(), dog: e.dog.Swap(nil)}
 	defer func() {
-		*r = modelRun{dog: r.dog}
+		if r.dog != nil {
+			e.dog.Store(r.dog)
+		}
+		*r = modelRun{}
 		modelRuns.Put(r)
 	}()
 	r.a.Reset()
