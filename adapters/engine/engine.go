@@ -216,7 +216,7 @@ var machines = sync.Pool{New: func() any { return session.NewMachines() }}
 type Engine struct {
 	// dog is a spare stream watchdog for this engine's next model request
 	// (see runModel).
-	dog atomic.Pointer[watchdog]
+	dog     atomic.Pointer[watchdog]
 	opt     Options
 	session vocab.ID
 	log     *slog.Logger
