@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -425,13 +426,7 @@ func TestHostCancelPropagates(t *testing.T) {
 		t.Fatalf("parent %v %v", res, err)
 	}
 	for _, id := range []vocab.ID{c1, c2} {
-		child, err := h.Open(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := child.WhenIdle(ctx); err != nil {
-			t.Fatal(err)
-		}
+		child := restingChild(ctx, t, h, id)
 		found := false
 		for ev, err := range child.Events(ctx, 0) {
 			if err != nil {
@@ -828,13 +823,7 @@ func TestHostCancelDuringChildToolCall(t *testing.T) {
 		t.Fatalf("parent %v %v", res, err)
 	}
 	for _, id := range []vocab.ID{c1, c2} {
-		child, err := h.Open(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := child.WhenIdle(ctx); err != nil {
-			t.Fatal(err)
-		}
+		child := restingChild(ctx, t, h, id)
 		var calls, results int
 		for _, m := range transcriptOf(t, child) {
 			calls += len(m.ToolCalls())
@@ -919,4 +908,66 @@ func TestHostWaitTimesOut(t *testing.T) {
 			t.Fatalf("the parent heard of %s %d times after the timeout:\n%s", child[0], heard[child[0]], dumpHistory(t, parent))
 		}
 	})
+}
+
+// restingChild opens sub-agent id and waits until it rests.
+func restingChild(ctx context.Context, t *testing.T, h *agentsvc.Host, id vocab.ID) *agentsvc.Service {
+	t.Helper()
+	child, err := h.Open(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.WhenIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return child
+}
+
+// The ends a parent's cancel causes reach it after the cancelled turn's
+// own last result (the aborted agents_wait), in spawn order, whether the
+// children were running or queued for a slot.
+func TestHostCancelDeliversInSpawnOrder(t *testing.T) {
+	started := make(chan vocab.ID, 8)
+	asked := make(chan struct{})
+	h := newGatedHost(t, agentsvc.HostOptions{MaxRunningSubAgents: 2}, started, nil, asked)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	parent, _ := h.Open(ctx, "p")
+	p, err := parent.SubmitText("spawn block block block block wait") // two run, two queue
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	<-started
+	<-asked // all four spawned; the parent asks for agents_wait
+	if err := parent.Cancel(vocab.CancelCause{}, agentsvc.CancelOptions{KeepInbox: true}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Wait(ctx); err != nil || res.Kind != vocab.PromptCancelled {
+		t.Fatalf("parent %v %v", res, err)
+	}
+	if err := parent.Continue(); err != nil {
+		t.Fatal(err)
+	}
+	waitDeliveries(t, parent, 4)
+	spawned := spawnedChildren(t, parent)
+	var order []vocab.ID
+	waitAt, firstDelivery := -1, -1
+	for i, m := range transcriptOf(t, parent) {
+		if m.Role == vocab.RoleTool && m.Result.Name == agentsvc.ToolWait {
+			waitAt = i
+		}
+		if ids := deliveredIn(m.Text()); m.Role == vocab.RoleUser && len(ids) > 0 {
+			if firstDelivery < 0 {
+				firstDelivery = i
+			}
+			order = append(order, ids...)
+		}
+	}
+	if waitAt < 0 || firstDelivery < waitAt {
+		t.Fatalf("a delivery (message %d) came before the cancelled turn's wait result (message %d):\n%s", firstDelivery, waitAt, dumpHistory(t, parent))
+	}
+	if !slices.Equal(order, spawned) {
+		t.Fatalf("deliveries in order %v, want spawn order %v", order, spawned)
+	}
 }
