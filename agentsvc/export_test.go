@@ -26,3 +26,36 @@ func HostRests(h *Host, id vocab.ID) bool {
 	_, ok := e.svc.eng.Load().Resting()
 	return ok
 }
+
+// SetHostWoke makes every caller that waited for a load or an eviction
+// of session id to end call f when it wakes, before it takes the host's
+// lock; forget runs the cleanup of a collected handle on its record then.
+// It returns the undo.
+func SetHostWoke(id vocab.ID, f func(forget func())) (undo func()) {
+	testHookWoke = func(e *hosted) {
+		if e.info.ID == id {
+			f(func() { e.host.forget(e) })
+		}
+	}
+	return func() { testHookWoke = nil }
+}
+
+// HostWaiters counts the callers waiting for a load or an eviction of
+// session id to end.
+func HostWaiters(h *Host, id vocab.ID) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.sessions[id]; e != nil {
+		return e.waiters
+	}
+	return 0
+}
+
+// HostHandleGone reports whether session id's record has no handle (none
+// kept, and the last one given out collected), or is gone.
+func HostHandleGone(h *Host, id vocab.ID) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.sessions[id]
+	return e == nil || e.svc == nil && e.weak.Value() == nil
+}

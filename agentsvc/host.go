@@ -188,6 +188,10 @@ type hosted struct {
 	// under way ends (nil otherwise).
 	gen   uint64
 	ready chan struct{}
+	// waiters counts the callers waiting for that load or eviction to
+	// end: while there are any the record stays (see forget), so the
+	// load one of them then makes is of the record Open finds.
+	waiters int
 	// loaded is set once a load succeeded; resume is what the last
 	// eviction left for the next load.
 	loaded bool
@@ -389,13 +393,23 @@ func (h *Host) acquire(ctx context.Context, e *hosted) (*Service, *engine.Engine
 			return s, s.eng.Load(), nil
 		case loading, evicting:
 			ch := e.ready
+			e.waiters++
 			h.mu.Unlock()
+			var err error
 			select {
 			case <-ch:
 			case <-ctx.Done():
-				return nil, nil, context.Cause(ctx)
+				err = context.Cause(ctx)
+			}
+			if testHookWoke != nil {
+				testHookWoke(e)
 			}
 			h.mu.Lock()
+			e.waiters--
+			if err != nil {
+				h.mu.Unlock()
+				return nil, nil, err
+			}
 			if err := e.failed; err != nil && e.state == unloaded {
 				h.mu.Unlock()
 				return nil, nil, err
@@ -455,12 +469,16 @@ func (h *Host) loadLocked(ctx context.Context, e *hosted) (*Service, *engine.Eng
 	return s, eng, nil
 }
 
+// testHookWoke, when set (by tests), runs when a caller waiting in
+// acquire for a load or eviction of e to end wakes, before it takes h.mu.
+var testHookWoke func(e *hosted)
+
 // forget drops the record of an evicted session nobody holds (a cleanup
 // of its handle).
 func (h *Host) forget(e *hosted) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if e.state == unloaded && e.svc == nil && e.weak.Value() == nil && len(e.children) == 0 && len(e.waits) == 0 &&
+	if e.state == unloaded && e.svc == nil && e.weak.Value() == nil && e.waiters == 0 && len(e.children) == 0 && len(e.waits) == 0 &&
 		h.sessions[e.info.ID] == e {
 		delete(h.sessions, e.info.ID)
 	}

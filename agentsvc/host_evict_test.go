@@ -796,3 +796,90 @@ func TestHostInputDuringEvictionWaitsForTheReload(t *testing.T) {
 		t.Fatalf("prompts in history %v", got)
 	}
 }
+
+// TestHostWaiterKeepsTheRecord: an Open that waits for an eviction to end
+// loads the session on the record later Opens find, even when the
+// evicted handle is collected and its cleanup runs between the eviction's
+// end and the waiter's load. (The cleanup used to drop the record under
+// the waiter, which then loaded a record nobody else could find: the
+// next Open claimed the session a second time while it was held, and
+// the first lane's appends failed with log.claim_lost; the hammer saw it
+// about once in a hundred runs.)
+func TestHostWaiterKeepsTheRecord(t *testing.T) {
+	ctx := t.Context()
+	clk := clock.NewFake(evictT0)
+	ledger := newLedger(memory.New())
+	st := &gatedRelease{Store: ledger, entered: make(chan struct{}), gate: make(chan struct{})}
+	h := newEvictHost(t, st, clk, echo())
+	defer h.Close(context.Background())
+	func() {
+		svc, err := h.Open(ctx, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := runPrompt(t, svc, "first"); res.Kind != vocab.PromptCompleted {
+			t.Fatalf("%v", res)
+		}
+		if err := svc.WhenIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}() // nobody holds the handle from here on
+	st.armed.Store(true)
+	evicted := make(chan error, 1)
+	go func() {
+		ok, err := h.Evict(ctx, "w")
+		if err == nil && !ok {
+			err = fmt.Errorf("Evict = false")
+		}
+		evicted <- err
+	}()
+	<-st.entered // evicting: the claim is being released
+	forgot := make(chan bool, 1)
+	defer agentsvc.SetHostWoke("w", func(forget func()) {
+		// The eviction is over; the handle is collected and its cleanup
+		// runs before the waiter takes the lock.
+		for !agentsvc.HostHandleGone(h, "w") {
+			runtime.GC()
+		}
+		forget()
+		forgot <- true
+	})()
+	type opened struct {
+		svc *agentsvc.Service
+		err error
+	}
+	waiter := make(chan opened, 1)
+	go func() {
+		svc, err := h.Open(ctx, "w")
+		waiter <- opened{svc, err}
+	}()
+	waitFor(t, func() bool { return agentsvc.HostWaiters(h, "w") == 1 })
+	close(st.gate)
+	if err := <-evicted; err != nil {
+		t.Fatal(err)
+	}
+	o := <-waiter
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if !<-forgot {
+		t.Fatal("the hook did not run")
+	}
+	if s := h.Stats(); s.Known != 1 || s.Resident != 1 {
+		t.Fatalf("after the waiter's load: %+v, want the session known and resident once", s)
+	}
+	again, err := h.Open(ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != o.svc {
+		t.Fatal("a second Open returned another handle than the waiter's")
+	}
+	if res := runPrompt(t, again, "second"); res.Kind != vocab.PromptCompleted {
+		t.Fatalf("%v", res)
+	}
+	claims, twice := ledger.total()
+	if len(twice) > 0 || claims != 2 {
+		t.Fatalf("%d claims, claimed while held: %v; want 2 (the open and the reload), none while held", claims, twice)
+	}
+}
