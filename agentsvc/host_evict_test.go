@@ -633,16 +633,7 @@ func TestHostForgetsEvictedSessionsNobodyHolds(t *testing.T) {
 	h := newEvictHost(t, st, clk, echo())
 	defer h.Close(context.Background())
 	func() {
-		svc, err := h.Open(ctx, "gone")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res := runPrompt(t, svc, "hello"); res.Kind != vocab.PromptCompleted {
-			t.Fatalf("%v", res)
-		}
-		if err := svc.WhenIdle(ctx); err != nil {
-			t.Fatal(err)
-		}
+		promptedSession(t, h, "gone", "hello")
 		if ok, err := h.Evict(ctx, "gone"); !ok || err != nil {
 			t.Fatalf("Evict = %v, %v", ok, err)
 		}
@@ -711,6 +702,23 @@ func TestHostReloadKeepsCheckpointing(t *testing.T) {
 	}
 }
 
+// promptedSession opens session id of h and runs one prompt of text on
+// it to completion, until the session rests.
+func promptedSession(t *testing.T, h *agentsvc.Host, id vocab.ID, text string) *agentsvc.Service {
+	t.Helper()
+	svc, err := h.Open(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := runPrompt(t, svc, text); res.Kind != vocab.PromptCompleted {
+		t.Fatalf("%v", res)
+	}
+	if err := svc.WhenIdle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
 // gatedRelease is a store whose Release waits for gate once armed.
 type gatedRelease struct {
 	store.Store
@@ -736,16 +744,7 @@ func TestHostInputDuringEvictionWaitsForTheReload(t *testing.T) {
 	st := &gatedRelease{Store: memory.New(), entered: make(chan struct{}), gate: make(chan struct{})}
 	h := newEvictHost(t, st, clk, echo())
 	defer h.Close(context.Background())
-	svc, err := h.Open(ctx, "mid")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res := runPrompt(t, svc, "first"); res.Kind != vocab.PromptCompleted {
-		t.Fatalf("%v", res)
-	}
-	if err := svc.WhenIdle(ctx); err != nil {
-		t.Fatal(err)
-	}
+	svc := promptedSession(t, h, "mid", "first")
 	st.armed.Store(true)
 	evicted := make(chan bool, 1)
 	go func() {
@@ -812,18 +811,7 @@ func TestHostWaiterKeepsTheRecord(t *testing.T) {
 	st := &gatedRelease{Store: ledger, entered: make(chan struct{}), gate: make(chan struct{})}
 	h := newEvictHost(t, st, clk, echo())
 	defer h.Close(context.Background())
-	func() {
-		svc, err := h.Open(ctx, "w")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res := runPrompt(t, svc, "first"); res.Kind != vocab.PromptCompleted {
-			t.Fatalf("%v", res)
-		}
-		if err := svc.WhenIdle(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}() // nobody holds the handle from here on
+	promptedSession(t, h, "w", "first") // nobody holds the handle from here on
 	st.armed.Store(true)
 	evicted := make(chan error, 1)
 	go func() {
