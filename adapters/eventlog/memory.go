@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -22,18 +24,23 @@ import (
 // the one before it is full.
 //
 // An event is held as a record of what it does not share with its
-// neighbours (48 bytes instead of a vocab.Event's 112, and three pointers
+// neighbours (32 bytes instead of a vocab.Event's 112, and two pointers
 // instead of six): its sequence number is its position, its session the
-// log's (see session), its time and kind indexes into small tables. A
-// whole log holds a record per event it ever took, so this is most of
-// what an in-memory session retains, and of what the garbage collector
-// scans on every cycle.
+// log's (see session), its time and kind indexes into small tables, and
+// its id, when it is the one the session core derives (the session, "-",
+// the sequence number in decimal), is not kept at all but made again
+// when the event is read. A whole log holds a record per event it ever
+// took, so this is most of what an in-memory session retains, and of
+// what the garbage collector scans on every cycle.
 type Memory struct {
 	mu sync.Mutex
 	// chunks hold the events in order; every chunk but the last is full
 	// (chunkCap). A record is never changed once appended, so a reader may
 	// use a chunk's slice header taken under mu after releasing it.
 	chunks [][]record
+	// ids holds, by chunk, the ids records do not derive (ownID); a
+	// chunk's slice is made, with the chunk's room, on its first such id.
+	ids    [][]vocab.ID
 	n      int
 	first  uint64 // seq of the first event held; 0 while empty
 	closed bool
@@ -77,14 +84,47 @@ const (
 // record is an event as Memory holds it (see Memory). Its time and kind
 // are indexes into the log's tables (the events of a step share their
 // time, and kinds are few), so the collector, which visits every record
-// of a log on each of its cycles, finds three pointers in it (id and
-// payload) instead of six.
+// of a log on each of its cycles, finds two pointers in it (the payload)
+// instead of six. Its id is derived from its session and sequence number
+// unless ownID is set (see derivedID).
 type record struct {
-	id         vocab.ID
 	payload    any
 	at         uint32 // index in times
 	kind       uint16 // index in kinds
+	ownID      bool   // the id is in Memory.ids, not derived
 	turn, step int32
+}
+
+// derivedID reports whether id is session + "-" + seq in decimal (no
+// leading zero): the id the session core gives every event, which a
+// record need not keep.
+func derivedID(id, session vocab.ID, seq uint64) bool {
+	n := len(session)
+	if len(id) < n+2 || id[n] != '-' || id[:n] != session {
+		return false
+	}
+	for i := len(id) - 1; i > n; i-- {
+		if id[i] != '0'+byte(seq%10) {
+			return false
+		}
+		seq /= 10
+		if seq == 0 {
+			return i == n+1
+		}
+	}
+	return false
+}
+
+// makeID returns session + "-" + seq in decimal (see derivedID).
+func makeID(session vocab.ID, seq uint64) vocab.ID {
+	var digits [20]byte
+	d := strconv.AppendUint(digits[:0], seq, 10)
+	var b strings.Builder
+	b.Grow(len(session) + 1 + len(d))
+	b.WriteString(string(session))
+	b.WriteByte('-')
+	b.Write(d)
+	return vocab.ID(b.String())
 }
 
 // fits reports whether n fits a record's turn or step.
@@ -92,10 +132,16 @@ func fits(n int) bool { return n >= math.MinInt32 && n <= math.MaxInt32 }
 
 // event rebuilds the idx-th event held from its record.
 func (m *Memory) event(idx int, r *record) vocab.Event {
-	ev := vocab.Event{ID: r.id, Session: m.session, Seq: m.first + uint64(idx), At: m.times[r.at/timePage][r.at%timePage], Kind: m.kinds[r.kind],
+	ev := vocab.Event{Session: m.session, Seq: m.first + uint64(idx), At: m.times[r.at/timePage][r.at%timePage], Kind: m.kinds[r.kind],
 		Turn: int(r.turn), Step: int(r.step), Payload: r.payload}
 	if m.others != nil || m.wide != nil {
 		m.exceptions(idx, &ev)
+	}
+	if r.ownID {
+		ci, off := locate(idx)
+		ev.ID = m.ids[ci][off]
+	} else {
+		ev.ID = makeID(ev.Session, ev.Seq)
 	}
 	return ev
 }
@@ -244,12 +290,21 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 	for len(batch) > 0 {
 		if n := len(m.chunks); n == 0 || len(m.chunks[n-1]) == chunkCap(n-1) {
 			m.chunks = append(m.chunks, make([]record, 0, chunkCap(n)))
+			m.ids = append(m.ids, nil)
 		}
-		c := &m.chunks[len(m.chunks)-1]
+		ci := len(m.chunks) - 1
+		c := &m.chunks[ci]
 		k := min(cap(*c)-len(*c), len(batch))
 		for i := range batch[:k] {
 			ev := &batch[i]
-			*c = append(*c, record{id: ev.ID, payload: ev.Payload, at: m.timeIndex(ev.At), kind: m.kindIndex(ev.Kind),
+			own := !derivedID(ev.ID, ev.Session, ev.Seq)
+			if own {
+				if m.ids[ci] == nil {
+					m.ids[ci] = make([]vocab.ID, cap(*c))
+				}
+				m.ids[ci][len(*c)] = ev.ID
+			}
+			*c = append(*c, record{payload: ev.Payload, at: m.timeIndex(ev.At), kind: m.kindIndex(ev.Kind), ownID: own,
 				turn: int32(ev.Turn), step: int32(ev.Step)})
 			if ev.Session != m.session {
 				if m.others == nil {
