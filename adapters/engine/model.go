@@ -65,9 +65,12 @@ func (e *Engine) runModel(wk *worker) {
 		e.report(wk, in)
 		return
 	}
-	reply, usage := new(vocab.Message), new(vocab.Usage)
-	*reply, *usage = r.a.Take(), r.a.Usage() // the request is over: its parts are the reply's
-	e.report(wk, vocab.Input{Kind: vocab.InModelDone, Reply: reply, Finish: r.a.Finish(), Usage: usage})
+	// The reply and its usage share one allocation.
+	done := &struct {
+		reply vocab.Message
+		usage vocab.Usage
+	}{r.a.Take(), r.a.Usage()} // the request is over: its parts are the reply's
+	e.report(wk, vocab.Input{Kind: vocab.InModelDone, Reply: &done.reply, Finish: r.a.Finish(), Usage: &done.usage})
 }
 
 // modelRuns holds spare request states (see runModel).
