@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -54,8 +53,8 @@ func (e *Engine) runModel(wk *worker) {
 			r.fail = idle
 		}
 	}
-	if wk.ctx.Err() != nil && r.fail == nil {
-		r.fail = wk.ctx.Err()
+	if err := wk.ctx.Err(); err != nil && r.fail == nil {
+		r.fail = err
 	}
 	if r.fail != nil {
 		in := vocab.Input{Kind: vocab.InModelFailed, Err: vocab.AsError(r.fail), Jitter: e.jitter()}
@@ -100,7 +99,7 @@ func (r *modelRun) stream() {
 			r.fail = vocab.Errorf(vocab.CodeInternal, "provider panicked: %v", p)
 		}
 	}()
-	for part, err := range r.e.opt.Provider.Stream(r.wk.ctx, *r.wk.w.Request) {
+	for part, err := range r.e.opt.Provider.Stream(&r.wk.ctx, *r.wk.w.Request) {
 		if err != nil {
 			r.fail = err
 			return
@@ -187,7 +186,7 @@ type watchdog struct {
 	// when its last part was handled.
 	clk          clock.Clock
 	first, chunk time.Duration
-	cancel       context.CancelCauseFunc
+	cancel       *workCtx
 	since        time.Time
 	state        watchState
 	parts        bool // a part has arrived
@@ -217,7 +216,7 @@ func (r *modelRun) watch() *watchdog {
 	opt := &r.e.opt
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.clk, w.first, w.chunk, w.cancel = opt.Clock, opt.FirstTokenTimeout, opt.ChunkTimeout, r.wk.cancel
+	w.clk, w.first, w.chunk, w.cancel = opt.Clock, opt.FirstTokenTimeout, opt.ChunkTimeout, &r.wk.ctx
 	w.since, w.state, w.parts, w.busy, w.err = r.last, watchArmed, false, false, nil
 	if w.real && opt.Clock != realClock { // (a clock of another type compares unequal)
 		w.timer, w.real = nil, false
@@ -284,7 +283,7 @@ func (w *watchdog) expire() {
 		w.err = &vocab.Error{Code: vocab.CodeStreamIdle, Retryable: true,
 			Message: fmt.Sprintf("no part of the reply within %v (first-token timeout)", limit)}
 	}
-	w.cancel(w.err)
+	w.cancel.cancel(w.err)
 }
 
 // end disarms w once its request's stream has ended. It returns the error

@@ -13,11 +13,11 @@ import (
 // worker is one piece of work the lane started: its context, and what to
 // report if it never ends.
 type worker struct {
-	w      work
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	timer  clock.Timer
-	job    *job
+	w work
+	// ctx is the work's context (see workCtx).
+	ctx   workCtx
+	timer clock.Timer
+	job   *job
 	// cancelled is set when the core cancelled the work and no longer
 	// waits for its result (model requests and hooks).
 	cancelled bool
@@ -83,8 +83,7 @@ func (e *Engine) register(w session.Work) *worker {
 		}
 		wk.job.started = true
 	}
-	ctx, cancel := context.WithCancelCause(e.workCtx)
-	wk.ctx, wk.cancel = ctx, cancel
+	wk.ctx.init(e)
 	e.wmu.Lock()
 	if e.running == nil {
 		e.running = map[uint64]*worker{}
@@ -137,7 +136,7 @@ func (e *Engine) finish(wk *worker) bool {
 	delete(e.running, wk.w.ID)
 	e.wmu.Unlock()
 	if ok {
-		wk.cancel(nil)
+		wk.ctx.cancel(nil)
 		e.wg.Done()
 	}
 	return ok
@@ -181,7 +180,7 @@ func (e *Engine) cancelWork(w session.Work) {
 		}
 		return
 	}
-	wk.cancel(cause)
+	wk.ctx.cancel(cause)
 }
 
 // cancelAll cancels every piece of work (the session stopped).
@@ -200,8 +199,8 @@ func (e *Engine) cancelAll(cause error) {
 			}
 			continue
 		}
-		if wk.cancel != nil {
-			wk.cancel(cause)
+		if wk.ctx.e != nil {
+			wk.ctx.cancel(cause)
 		}
 	}
 }
