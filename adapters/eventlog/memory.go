@@ -24,9 +24,10 @@ import (
 // the one before it is full.
 //
 // An event is held as a record of what it does not share with its
-// neighbours (32 bytes instead of a vocab.Event's 112, and two pointers
+// neighbours (24 bytes instead of a vocab.Event's 112, and two pointers
 // instead of six): its sequence number is its position, its session the
-// log's (see session), its time and kind indexes into small tables, and
+// log's (see session), its time, turn and step (its stamp) and its kind
+// indexes into small tables, and
 // its id, when it is the one the session core derives (the session, "-",
 // the sequence number in decimal), is not kept at all but made again
 // when the event is read. A whole log holds a record per event it ever
@@ -47,15 +48,15 @@ type Memory struct {
 	// session is the session of the first event held. An event of
 	// another session (which a one-session log does not expect, but
 	// takes) has its session in others, by position, and so does one
-	// whose turn or step does not fit a record (wide).
+	// whose turn or step does not fit a stamp (wide).
 	session vocab.ID
 	others  map[int]vocab.ID
 	wide    map[int][2]int
-	// times and kinds are the distinct times and kinds of the events
-	// held, which records index (kindCache finds a kind's index).
-	times     [][]time.Time // in pages of timePage (the first grows to it), never copied once full
-	ntimes    int
-	last      time.Time // the last time added
+	// stamps and kinds are the distinct stamps (time, turn and step) and
+	// kinds of the events held, which records index (kindCache finds a
+	// kind's index).
+	stamps    [][]stamp // in pages of stampPage (the first grows to it), never copied once full
+	nstamps   int
 	kinds     []vocab.EventKind
 	kindCache *[64]kindSlot // made on the first append
 
@@ -81,17 +82,22 @@ const (
 	geomEvents = firstChunkCap * (1<<geomChunks - 1)
 )
 
-// record is an event as Memory holds it (see Memory). Its time and kind
+// record is an event as Memory holds it (see Memory). Its stamp and kind
 // are indexes into the log's tables (the events of a step share their
-// time, and kinds are few), so the collector, which visits every record
-// of a log on each of its cycles, finds two pointers in it (the payload)
-// instead of six. Its id is derived from its session and sequence number
-// unless ownID is set (see derivedID).
+// time, turn and step, and kinds are few), so the collector, which visits
+// every record of a log on each of its cycles, finds two pointers in it
+// (the payload) instead of six. Its id is derived from its session and
+// sequence number unless ownID is set (see derivedID).
 type record struct {
-	payload    any
-	at         uint32 // index in times
-	kind       uint16 // index in kinds
-	ownID      bool   // the id is in Memory.ids, not derived
+	payload any
+	stamp   uint32 // index in stamps
+	kind    uint16 // index in kinds
+	ownID   bool   // the id is in Memory.ids, not derived
+}
+
+// stamp is the time, turn and step that consecutive events share.
+type stamp struct {
+	at         time.Time
 	turn, step int32
 }
 
@@ -127,13 +133,14 @@ func makeID(session vocab.ID, seq uint64) vocab.ID {
 	return vocab.ID(b.String())
 }
 
-// fits reports whether n fits a record's turn or step.
+// fits reports whether n fits a stamp's turn or step.
 func fits(n int) bool { return n >= math.MinInt32 && n <= math.MaxInt32 }
 
 // event rebuilds the idx-th event held from its record.
 func (m *Memory) event(idx int, r *record) vocab.Event {
-	ev := vocab.Event{Session: m.session, Seq: m.first + uint64(idx), At: m.times[r.at/timePage][r.at%timePage], Kind: m.kinds[r.kind],
-		Turn: int(r.turn), Step: int(r.step), Payload: r.payload}
+	st := &m.stamps[r.stamp/stampPage][r.stamp%stampPage]
+	ev := vocab.Event{Session: m.session, Seq: m.first + uint64(idx), At: st.at, Kind: m.kinds[r.kind],
+		Turn: int(st.turn), Step: int(st.step), Payload: r.payload}
 	if m.others != nil || m.wide != nil {
 		m.exceptions(idx, &ev)
 	}
@@ -146,34 +153,37 @@ func (m *Memory) event(idx int, r *record) vocab.Event {
 	return ev
 }
 
-// timeIndex returns the index of t in times, adding it when it is not
-// the last one there (events come in time order, a step's events at one
-// time).
-func (m *Memory) timeIndex(t time.Time) uint32 {
-	if m.ntimes > 0 && m.last == t {
-		return uint32(m.ntimes - 1)
+// stampIndex returns the index of ev's stamp in stamps, adding it when
+// it is not the last one there (events come in time order, a step's
+// events at one time).
+func (m *Memory) stampIndex(ev *vocab.Event) uint32 {
+	turn, step := int32(ev.Turn), int32(ev.Step) // (wide holds them when they do not fit)
+	if m.nstamps > 0 {
+		last := &m.stamps[len(m.stamps)-1]
+		if l := &(*last)[len(*last)-1]; l.turn == turn && l.step == step && l.at == ev.At {
+			return uint32(m.nstamps - 1)
+		}
 	}
-	if m.ntimes == math.MaxUint32 {
-		panic("eventlog: memory log of more than 2^32 distinct times")
+	if m.nstamps == math.MaxUint32 {
+		panic("eventlog: memory log of more than 2^32 distinct stamps")
 	}
-	if m.ntimes%timePage == 0 {
+	if m.nstamps%stampPage == 0 {
 		// The first page grows as a slice does (a short log holds a
 		// short one), the others are made whole.
-		n := timePage
-		if m.ntimes == 0 {
+		n := stampPage
+		if m.nstamps == 0 {
 			n = 8
 		}
-		m.times = append(m.times, make([]time.Time, 0, n))
+		m.stamps = append(m.stamps, make([]stamp, 0, n))
 	}
-	page := &m.times[len(m.times)-1]
-	*page = append(*page, t)
-	m.last = t
-	m.ntimes++
-	return uint32(m.ntimes - 1)
+	page := &m.stamps[len(m.stamps)-1]
+	*page = append(*page, stamp{at: ev.At, turn: turn, step: step})
+	m.nstamps++
+	return uint32(m.nstamps - 1)
 }
 
-// timePage is the number of times in a page of Memory.times.
-const timePage = 256
+// stampPage is the number of stamps in a page of Memory.stamps.
+const stampPage = 256
 
 // kindIndex returns the index of k in kinds, adding it when it is new.
 // A kind is nearly always one of vocab's constants: the cache finds it by
@@ -304,8 +314,7 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 				}
 				m.ids[ci][len(*c)] = ev.ID
 			}
-			*c = append(*c, record{payload: ev.Payload, at: m.timeIndex(ev.At), kind: m.kindIndex(ev.Kind), ownID: own,
-				turn: int32(ev.Turn), step: int32(ev.Step)})
+			*c = append(*c, record{payload: ev.Payload, stamp: m.stampIndex(ev), kind: m.kindIndex(ev.Kind), ownID: own})
 			if ev.Session != m.session {
 				if m.others == nil {
 					m.others = map[int]vocab.ID{}
