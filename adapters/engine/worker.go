@@ -153,7 +153,9 @@ func (e *Engine) report(wk *worker, in vocab.Input) {
 	if !skip {
 		in.At, in.Work = e.opt.Clock.Now(), wk.w.ID
 		wk.free = true
-		_ = e.post(item{in: in}, wk, func() { e.finish(wk) })
+		if e.post(item{in: in}, wk, func() { e.finish(wk) }) == nil {
+			return // queued: finish ran
+		}
 	}
 	e.finish(wk)
 }
