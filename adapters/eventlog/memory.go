@@ -27,12 +27,12 @@ import (
 // neighbours (24 bytes instead of a vocab.Event's 112, and two pointers
 // instead of six): its sequence number is its position, its session the
 // log's (see session), its time, turn and step (its stamp) and its kind
-// indexes into small tables, and
-// its id, when it is the one the session core derives (the session, "-",
-// the sequence number in decimal), is not kept at all but made again
-// when the event is read. A whole log holds a record per event it ever
-// took, so this is most of what an in-memory session retains, and of
-// what the garbage collector scans on every cycle.
+// indexes into small tables, and its id, when it is the one the session
+// core derives (the session, "-", the sequence number in decimal), is not
+// kept at all but made again when the event is read (one small
+// allocation per event read). A whole log holds a record per event it
+// ever took, so this is most of what an in-memory session retains, and
+// of what the garbage collector scans on every cycle.
 type Memory struct {
 	mu sync.Mutex
 	// chunks hold the events in order; every chunk but the last is full
