@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -21,7 +20,7 @@ func (e *Engine) runModel(wk *worker) {
 	// One value holds the request's state, so the loop body (a closure
 	// handed to the provider's iterator) captures one pointer. It is
 	// reused (modelRuns): nothing outlives the request but the reply and
-	// the usage, which are allocations of their own (the core takes the
+	// the usage, which are an allocation of their own (the core takes the
 	// reply over and its log keeps it), and the stream buffer.
 	//
 	// The watchdog (and its timer) is reused too, but only by this
@@ -54,8 +53,8 @@ func (e *Engine) runModel(wk *worker) {
 			r.fail = idle
 		}
 	}
-	if wk.ctx.Err() != nil && r.fail == nil {
-		r.fail = wk.ctx.Err()
+	if err := wk.ctx.Err(); err != nil && r.fail == nil {
+		r.fail = err
 	}
 	if r.fail != nil {
 		in := vocab.Input{Kind: vocab.InModelFailed, Err: vocab.AsError(r.fail), Jitter: e.jitter()}
@@ -65,9 +64,12 @@ func (e *Engine) runModel(wk *worker) {
 		e.report(wk, in)
 		return
 	}
-	reply, usage := new(vocab.Message), new(vocab.Usage)
-	*reply, *usage = r.a.Take(), r.a.Usage() // the request is over: its parts are the reply's
-	e.report(wk, vocab.Input{Kind: vocab.InModelDone, Reply: reply, Finish: r.a.Finish(), Usage: usage})
+	// The reply and its usage share one allocation.
+	done := &struct {
+		reply vocab.Message
+		usage vocab.Usage
+	}{r.a.Take(), r.a.Usage()} // the request is over: its parts are the reply's
+	e.report(wk, vocab.Input{Kind: vocab.InModelDone, Reply: &done.reply, Finish: r.a.Finish(), Usage: &done.usage})
 }
 
 // modelRuns holds spare request states (see runModel).
@@ -97,7 +99,7 @@ func (r *modelRun) stream() {
 			r.fail = vocab.Errorf(vocab.CodeInternal, "provider panicked: %v", p)
 		}
 	}()
-	for part, err := range r.e.opt.Provider.Stream(r.wk.ctx, *r.wk.w.Request) {
+	for part, err := range r.e.opt.Provider.Stream(&r.wk.ctx, *r.wk.w.Request) {
 		if err != nil {
 			r.fail = err
 			return
@@ -181,11 +183,16 @@ type watchdog struct {
 	timer clock.Timer
 	real  bool
 	// The request's clock, limits and context; since is its start, then
-	// when its last part was handled.
+	// when its last part was handled. On the real clock (mono) since
+	// stays the start and elapsed is how long after it the last part was
+	// handled: the monotonic clock alone is read (time.Since), half the
+	// cost of time.Now, which reads the wall clock too.
 	clk          clock.Clock
 	first, chunk time.Duration
-	cancel       context.CancelCauseFunc
+	cancel       *workCtx
 	since        time.Time
+	elapsed      time.Duration
+	mono         bool
 	state        watchState
 	parts        bool // a part has arrived
 	busy         bool // a part is being handled
@@ -214,8 +221,9 @@ func (r *modelRun) watch() *watchdog {
 	opt := &r.e.opt
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.clk, w.first, w.chunk, w.cancel = opt.Clock, opt.FirstTokenTimeout, opt.ChunkTimeout, r.wk.cancel
-	w.since, w.state, w.parts, w.busy, w.err = r.last, watchArmed, false, false, nil
+	w.clk, w.first, w.chunk, w.cancel = opt.Clock, opt.FirstTokenTimeout, opt.ChunkTimeout, &r.wk.ctx
+	w.since, w.elapsed, w.state, w.parts, w.busy, w.err = r.last, 0, watchArmed, false, false, nil
+	w.mono = opt.Clock == realClock
 	if w.real && opt.Clock != realClock { // (a clock of another type compares unequal)
 		w.timer, w.real = nil, false
 	}
@@ -247,10 +255,26 @@ func (w *watchdog) part() {
 // handled records that the part that arrived has been handled: the
 // silence before the next one starts now.
 func (w *watchdog) handled() {
+	if w.mono {
+		d := time.Since(w.since)
+		w.mu.Lock()
+		w.elapsed, w.busy = d, false
+		w.mu.Unlock()
+		return
+	}
 	now := w.clk.Now()
 	w.mu.Lock()
 	w.since, w.busy = now, false
 	w.mu.Unlock()
+}
+
+// silence returns how long it has been since the last part was handled
+// (since the start before the first). w.mu is held.
+func (w *watchdog) silence() time.Duration {
+	if w.mono {
+		return time.Since(w.since) - w.elapsed
+	}
+	return w.clk.Now().Sub(w.since)
 }
 
 // expire is the timer's callback: it cuts a stream silent for too long
@@ -267,7 +291,7 @@ func (w *watchdog) expire() {
 	}
 	left := limit
 	if !w.busy {
-		left -= max(w.clk.Now().Sub(w.since), 0)
+		left -= max(w.silence(), 0)
 	}
 	if left > 0 {
 		w.arm(min(left, w.chunk))
@@ -281,7 +305,7 @@ func (w *watchdog) expire() {
 		w.err = &vocab.Error{Code: vocab.CodeStreamIdle, Retryable: true,
 			Message: fmt.Sprintf("no part of the reply within %v (first-token timeout)", limit)}
 	}
-	w.cancel(w.err)
+	w.cancel.cancel(w.err)
 }
 
 // end disarms w once its request's stream has ended. It returns the error

@@ -18,7 +18,7 @@ func (e *Engine) runTool(wk *worker) {
 	detach := func(ack string) bool { // tools.Detach calls it at most once
 		return e.post(item{in: vocab.Input{Kind: vocab.InToolDetached, At: e.opt.Clock.Now(), Work: id, Text: ack}}, nil) == nil
 	}
-	ctx := tools.WithRun(wk.ctx, progress, detach)
+	ctx := tools.WithRun(&wk.ctx, progress, detach)
 	res := e.opt.Tools.Execute(ctx, *wk.w.Call, nil) // progress rides in ctx
 	e.report(wk, vocab.Input{Kind: vocab.InToolDone, Result: &res})
 }

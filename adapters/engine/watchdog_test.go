@@ -447,3 +447,40 @@ func TestWatchdogRealClock(t *testing.T) {
 		t.Errorf("%d model requests, want the cut one, its retry and two more", n)
 	}
 }
+
+// On the real clock the silence after a part is measured on the
+// monotonic clock from when the part was handled: a stream that goes
+// silent after its first part is cut by the chunk timeout (the
+// first-token timeout, an hour, does not apply once a part came), with
+// llm.stream_idle as the cause, and retried.
+func TestWatchdogRealClockChunk(t *testing.T) {
+	var calls atomic.Int32
+	causes := make(chan error, 1)
+	prov := stallThenAnswer(&calls, func(ctx context.Context, yield func(vocab.StreamPart, error) bool) {
+		if yield(vocab.StreamPart{Kind: vocab.StreamText, Text: "partial"}, nil) {
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+		}
+	})
+	e, err := New(Options{Provider: prov, IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 },
+		FirstTokenTimeout: time.Hour, ChunkTimeout: 30 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := e.Close(testCtx(t)); err != nil {
+			t.Error(err)
+		}
+	}()
+	p, err := e.Submit(vocab.UserText("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait(testCtx(t))
+	if err != nil || res.Kind != vocab.PromptCompleted || calls.Load() != 2 {
+		t.Fatalf("prompt ended %s %v after %d requests, want completed after 2", res, err, calls.Load())
+	}
+	if cause := <-causes; vocab.CodeOf(cause) != vocab.CodeStreamIdle || !strings.Contains(cause.Error(), "chunk timeout") {
+		t.Fatalf("the stalled stream was cut with %v, want the chunk timeout's llm.stream_idle", cause)
+	}
+}

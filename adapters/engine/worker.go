@@ -13,11 +13,11 @@ import (
 // worker is one piece of work the lane started: its context, and what to
 // report if it never ends.
 type worker struct {
-	w      work
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	timer  clock.Timer
-	job    *job
+	w work
+	// ctx is the work's context (see workCtx).
+	ctx   workCtx
+	timer clock.Timer
+	job   *job
 	// cancelled is set when the core cancelled the work and no longer
 	// waits for its result (model requests and hooks).
 	cancelled bool
@@ -83,8 +83,7 @@ func (e *Engine) register(w session.Work) *worker {
 		}
 		wk.job.started = true
 	}
-	ctx, cancel := context.WithCancelCause(e.workCtx)
-	wk.ctx, wk.cancel = ctx, cancel
+	wk.ctx.init(e)
 	e.wmu.Lock()
 	if e.running == nil {
 		e.running = map[uint64]*worker{}
@@ -137,7 +136,7 @@ func (e *Engine) finish(wk *worker) bool {
 	delete(e.running, wk.w.ID)
 	e.wmu.Unlock()
 	if ok {
-		wk.cancel(nil)
+		wk.ctx.cancel(nil)
 		e.wg.Done()
 	}
 	return ok
@@ -154,7 +153,9 @@ func (e *Engine) report(wk *worker, in vocab.Input) {
 	if !skip {
 		in.At, in.Work = e.opt.Clock.Now(), wk.w.ID
 		wk.free = true
-		_ = e.post(item{in: in}, wk, func() { e.finish(wk) })
+		if e.post(item{in: in}, wk, func() { e.finish(wk) }) == nil {
+			return // queued: finish ran
+		}
 	}
 	e.finish(wk)
 }
@@ -181,7 +182,7 @@ func (e *Engine) cancelWork(w session.Work) {
 		}
 		return
 	}
-	wk.cancel(cause)
+	wk.ctx.cancel(cause)
 }
 
 // cancelAll cancels every piece of work (the session stopped).
@@ -200,8 +201,8 @@ func (e *Engine) cancelAll(cause error) {
 			}
 			continue
 		}
-		if wk.cancel != nil {
-			wk.cancel(cause)
+		if wk.ctx.e != nil {
+			wk.ctx.cancel(cause)
 		}
 	}
 }

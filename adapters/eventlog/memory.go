@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -22,33 +24,39 @@ import (
 // the one before it is full.
 //
 // An event is held as a record of what it does not share with its
-// neighbours (48 bytes instead of a vocab.Event's 112, and three pointers
+// neighbours (24 bytes instead of a vocab.Event's 112, and two pointers
 // instead of six): its sequence number is its position, its session the
-// log's (see session), its time and kind indexes into small tables. A
-// whole log holds a record per event it ever took, so this is most of
-// what an in-memory session retains, and of what the garbage collector
-// scans on every cycle.
+// log's (see session), its time, turn and step (its stamp) and its kind
+// indexes into small tables, and its id, when it is the one the session
+// core derives (the session, "-", the sequence number in decimal), is not
+// kept at all but made again when the event is read (one small
+// allocation per event read). A whole log holds a record per event it
+// ever took, so this is most of what an in-memory session retains, and
+// of what the garbage collector scans on every cycle.
 type Memory struct {
 	mu sync.Mutex
 	// chunks hold the events in order; every chunk but the last is full
 	// (chunkCap). A record is never changed once appended, so a reader may
 	// use a chunk's slice header taken under mu after releasing it.
 	chunks [][]record
+	// ids holds, by chunk, the ids records do not derive (ownID); a
+	// chunk's slice is made, with the chunk's room, on its first such id.
+	ids    [][]vocab.ID
 	n      int
 	first  uint64 // seq of the first event held; 0 while empty
 	closed bool
 	// session is the session of the first event held. An event of
 	// another session (which a one-session log does not expect, but
 	// takes) has its session in others, by position, and so does one
-	// whose turn or step does not fit a record (wide).
+	// whose turn or step does not fit a stamp (wide).
 	session vocab.ID
 	others  map[int]vocab.ID
 	wide    map[int][2]int
-	// times and kinds are the distinct times and kinds of the events
-	// held, which records index (kindCache finds a kind's index).
-	times     [][]time.Time // in pages of timePage (the first grows to it), never copied once full
-	ntimes    int
-	last      time.Time // the last time added
+	// stamps and kinds are the distinct stamps (time, turn and step) and
+	// kinds of the events held, which records index (kindCache finds a
+	// kind's index).
+	stamps    [][]stamp // in pages of stampPage (the first grows to it), never copied once full
+	nstamps   int
 	kinds     []vocab.EventKind
 	kindCache *[64]kindSlot // made on the first append
 
@@ -74,60 +82,108 @@ const (
 	geomEvents = firstChunkCap * (1<<geomChunks - 1)
 )
 
-// record is an event as Memory holds it (see Memory). Its time and kind
+// record is an event as Memory holds it (see Memory). Its stamp and kind
 // are indexes into the log's tables (the events of a step share their
-// time, and kinds are few), so the collector, which visits every record
-// of a log on each of its cycles, finds three pointers in it (id and
-// payload) instead of six.
+// time, turn and step, and kinds are few), so the collector, which visits
+// every record of a log on each of its cycles, finds two pointers in it
+// (the payload) instead of six. Its id is derived from its session and
+// sequence number unless ownID is set (see derivedID).
 type record struct {
-	id         vocab.ID
-	payload    any
-	at         uint32 // index in times
-	kind       uint16 // index in kinds
+	payload any
+	stamp   uint32 // index in stamps
+	kind    uint16 // index in kinds
+	ownID   bool   // the id is in Memory.ids, not derived
+}
+
+// stamp is the time, turn and step that consecutive events share.
+type stamp struct {
+	at         time.Time
 	turn, step int32
 }
 
-// fits reports whether n fits a record's turn or step.
+// derivedID reports whether id is session + "-" + seq in decimal (no
+// leading zero): the id the session core gives every event, which a
+// record need not keep.
+func derivedID(id, session vocab.ID, seq uint64) bool {
+	n := len(session)
+	if len(id) < n+2 || id[n] != '-' || id[:n] != session {
+		return false
+	}
+	for i := len(id) - 1; i > n; i-- {
+		if id[i] != '0'+byte(seq%10) {
+			return false
+		}
+		seq /= 10
+		if seq == 0 {
+			return i == n+1
+		}
+	}
+	return false
+}
+
+// makeID returns session + "-" + seq in decimal (see derivedID).
+func makeID(session vocab.ID, seq uint64) vocab.ID {
+	var digits [20]byte
+	d := strconv.AppendUint(digits[:0], seq, 10)
+	var b strings.Builder
+	b.Grow(len(session) + 1 + len(d))
+	b.WriteString(string(session))
+	b.WriteByte('-')
+	b.Write(d)
+	return vocab.ID(b.String())
+}
+
+// fits reports whether n fits a stamp's turn or step.
 func fits(n int) bool { return n >= math.MinInt32 && n <= math.MaxInt32 }
 
 // event rebuilds the idx-th event held from its record.
 func (m *Memory) event(idx int, r *record) vocab.Event {
-	ev := vocab.Event{ID: r.id, Session: m.session, Seq: m.first + uint64(idx), At: m.times[r.at/timePage][r.at%timePage], Kind: m.kinds[r.kind],
-		Turn: int(r.turn), Step: int(r.step), Payload: r.payload}
+	st := &m.stamps[r.stamp/stampPage][r.stamp%stampPage]
+	ev := vocab.Event{Session: m.session, Seq: m.first + uint64(idx), At: st.at, Kind: m.kinds[r.kind],
+		Turn: int(st.turn), Step: int(st.step), Payload: r.payload}
 	if m.others != nil || m.wide != nil {
 		m.exceptions(idx, &ev)
+	}
+	if r.ownID {
+		ci, off := locate(idx)
+		ev.ID = m.ids[ci][off]
+	} else {
+		ev.ID = makeID(ev.Session, ev.Seq)
 	}
 	return ev
 }
 
-// timeIndex returns the index of t in times, adding it when it is not
-// the last one there (events come in time order, a step's events at one
-// time).
-func (m *Memory) timeIndex(t time.Time) uint32 {
-	if m.ntimes > 0 && m.last == t {
-		return uint32(m.ntimes - 1)
+// stampIndex returns the index of ev's stamp in stamps, adding it when
+// it is not the last one there (events come in time order, a step's
+// events at one time).
+func (m *Memory) stampIndex(ev *vocab.Event) uint32 {
+	turn, step := int32(ev.Turn), int32(ev.Step) // (wide holds them when they do not fit)
+	if m.nstamps > 0 {
+		last := &m.stamps[len(m.stamps)-1]
+		if l := &(*last)[len(*last)-1]; l.turn == turn && l.step == step && l.at == ev.At {
+			return uint32(m.nstamps - 1)
+		}
 	}
-	if m.ntimes == math.MaxUint32 {
-		panic("eventlog: memory log of more than 2^32 distinct times")
+	if m.nstamps == math.MaxUint32 {
+		panic("eventlog: memory log of more than 2^32 distinct stamps")
 	}
-	if m.ntimes%timePage == 0 {
+	if m.nstamps%stampPage == 0 {
 		// The first page grows as a slice does (a short log holds a
 		// short one), the others are made whole.
-		n := timePage
-		if m.ntimes == 0 {
+		n := stampPage
+		if m.nstamps == 0 {
 			n = 8
 		}
-		m.times = append(m.times, make([]time.Time, 0, n))
+		m.stamps = append(m.stamps, make([]stamp, 0, n))
 	}
-	page := &m.times[len(m.times)-1]
-	*page = append(*page, t)
-	m.last = t
-	m.ntimes++
-	return uint32(m.ntimes - 1)
+	page := &m.stamps[len(m.stamps)-1]
+	*page = append(*page, stamp{at: ev.At, turn: turn, step: step})
+	m.nstamps++
+	return uint32(m.nstamps - 1)
 }
 
-// timePage is the number of times in a page of Memory.times.
-const timePage = 256
+// stampPage is the number of stamps in a page of Memory.stamps.
+const stampPage = 256
 
 // kindIndex returns the index of k in kinds, adding it when it is new.
 // A kind is nearly always one of vocab's constants: the cache finds it by
@@ -244,13 +300,21 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 	for len(batch) > 0 {
 		if n := len(m.chunks); n == 0 || len(m.chunks[n-1]) == chunkCap(n-1) {
 			m.chunks = append(m.chunks, make([]record, 0, chunkCap(n)))
+			m.ids = append(m.ids, nil)
 		}
-		c := &m.chunks[len(m.chunks)-1]
+		ci := len(m.chunks) - 1
+		c := &m.chunks[ci]
 		k := min(cap(*c)-len(*c), len(batch))
 		for i := range batch[:k] {
 			ev := &batch[i]
-			*c = append(*c, record{id: ev.ID, payload: ev.Payload, at: m.timeIndex(ev.At), kind: m.kindIndex(ev.Kind),
-				turn: int32(ev.Turn), step: int32(ev.Step)})
+			own := !derivedID(ev.ID, ev.Session, ev.Seq)
+			if own {
+				if m.ids[ci] == nil {
+					m.ids[ci] = make([]vocab.ID, cap(*c))
+				}
+				m.ids[ci][len(*c)] = ev.ID
+			}
+			*c = append(*c, record{payload: ev.Payload, stamp: m.stampIndex(ev), kind: m.kindIndex(ev.Kind), ownID: own})
 			if ev.Session != m.session {
 				if m.others == nil {
 					m.others = map[int]vocab.ID{}

@@ -311,6 +311,12 @@ func unknownField(key string, path []segment, fields map[string]reflect.Type) st
 // of a field. It reports false when it cannot prove the arguments good:
 // the full path then decides, and says what is wrong.
 func decodeFlat[A any](data []byte) (A, bool) {
+	if p := scalarPlanOf(reflect.TypeFor[A]()); p != nil {
+		var a A
+		if decodeScalars(data, p, reflect.ValueOf(&a).Elem()) {
+			return a, true
+		}
+	}
 	var a A
 	names, ok := flatFields(reflect.TypeFor[A]())
 	if !ok || mayHaveDuplicateKey(data) || !topKeysIn(data, names) {

@@ -47,16 +47,32 @@ func (d *detacher) try(ack string) bool {
 // the caller offers no detaching. Both must be safe to call from the
 // tool's goroutines.
 func WithRun(ctx context.Context, progress func(string), detach func(ack string) bool) context.Context {
-	// One allocation for both (this runs for every tool call).
-	both := &struct {
-		st runState
-		d  detacher
-	}{st: runState{progress: progress}}
+	// One allocation for the context, its run state and the detacher
+	// (this runs for every tool call).
+	rc := &runCtx{Context: ctx, st: runState{progress: progress}}
 	if detach != nil {
-		both.d.fn = detach
-		both.st.detach = &both.d
+		rc.d.fn = detach
+		rc.st.detach = &rc.d
 	}
-	return context.WithValue(ctx, runKey{}, &both.st)
+	return rc
+}
+
+// runCtx is the context WithRun returns: ctx with the run state as the
+// value of runKey (what context.WithValue would make, in the same
+// allocation as the state). Everything else, cancellation and its cause
+// included, is its parent's.
+type runCtx struct {
+	context.Context
+	st runState
+	d  detacher
+}
+
+// Value implements context.Context.
+func (c *runCtx) Value(key any) any {
+	if key == (runKey{}) {
+		return &c.st
+	}
+	return c.Context.Value(key)
 }
 
 // withProgress returns ctx with its progress func replaced by progress,

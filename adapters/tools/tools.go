@@ -148,7 +148,7 @@ func (r *Registry) Execute(ctx context.Context, call vocab.ToolCall, progress fu
 		res.Facts = facts(o, call, res)
 	}
 	if _, exempt := t.(spillExempt); !exempt {
-		res = spill(context.WithoutCancel(ctx), blobs, limit, res)
+		res = spill(ctx, blobs, limit, res)
 	}
 	return res
 }
@@ -213,7 +213,8 @@ type spillExempt interface{ spillExempt() }
 
 // spill cuts res's content to limit characters when it is longer: the
 // whole content goes to blobs (when set) and the head tells the model how
-// to read the rest.
+// to read the rest. The blobs are written under ctx without its
+// cancellation (a call cut off still has its output kept).
 func spill(ctx context.Context, blobs Blobs, limit int, res vocab.ToolResult) vocab.ToolResult {
 	cut, over := runeOffset(res.Content, limit)
 	if !over {
@@ -226,7 +227,7 @@ func spill(ctx context.Context, blobs Blobs, limit int, res vocab.ToolResult) vo
 		res.Truncated = true
 		return res
 	}
-	sp, err := blobs.Put(ctx, []byte(res.Content))
+	sp, err := blobs.Put(context.WithoutCancel(ctx), []byte(res.Content))
 	if err != nil {
 		total := limit + utf8.RuneCountInString(res.Content[cut:])
 		res.Content = head + fmt.Sprintf("\n\n[Output cut: showing the first %d of %d characters; the rest could not be stored (%v) and was dropped.]", limit, total, err)

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// workCtx is the context of one piece of work: a child of the engine's
+// work context (which marks it with the engine, see reentrant) that the
+// lane cancels with a cause. It is part of its worker, so starting work
+// costs no allocation for it: the cancellable context behind it (a
+// context.WithCancelCause, whose Done, Value and cause are the ones every
+// caller gets) is made only when something asks for more than Err or the
+// engine mark, which a step whose provider and tool never look at their
+// context does not. A cancel that comes first is recorded and applied to
+// that context as it is made, cause included.
+type workCtx struct {
+	e  *Engine
+	mu sync.Mutex
+	// real is the cancellable context once made, stop its cancel func.
+	real context.Context
+	stop context.CancelCauseFunc
+	// cancelled and cause record a cancel that came before real was made.
+	cancelled bool
+	cause     error
+}
+
+var _ context.Context = (*workCtx)(nil)
+
+// init readies c for work of e.
+func (c *workCtx) init(e *Engine) { c.e = e }
+
+// ctx returns the cancellable context, making it (cancelled already when
+// a cancel came first).
+func (c *workCtx) ctx() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.real == nil {
+		c.real, c.stop = context.WithCancelCause(c.e.workCtx)
+		if c.cancelled {
+			c.stop(c.cause)
+			c.cause = nil
+		}
+	}
+	return c.real
+}
+
+// cancel cancels the work with cause (context.Canceled when nil).
+func (c *workCtx) cancel(cause error) {
+	c.mu.Lock()
+	if c.real != nil {
+		stop := c.stop
+		c.mu.Unlock()
+		stop(cause)
+		return
+	}
+	if !c.cancelled {
+		c.cancelled = true
+		if cause == nil {
+			cause = context.Canceled
+		}
+		c.cause = cause
+	}
+	c.mu.Unlock()
+}
+
+// Deadline implements context.Context: work has no deadline of its own.
+func (c *workCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done implements context.Context.
+func (c *workCtx) Done() <-chan struct{} { return c.ctx().Done() }
+
+// Err implements context.Context.
+func (c *workCtx) Err() error {
+	c.mu.Lock()
+	real, cancelled := c.real, c.cancelled
+	c.mu.Unlock()
+	switch {
+	case real != nil:
+		return real.Err()
+	case cancelled:
+		return context.Canceled
+	}
+	return nil
+}
+
+// Value implements context.Context. The engine mark is answered here;
+// anything else (context.Cause asks for the cancellable context behind
+// it) is the cancellable context's.
+func (c *workCtx) Value(key any) any {
+	if _, ok := key.(ctxKey); ok {
+		return c.e
+	}
+	return c.ctx().Value(key)
+}

@@ -1,0 +1,66 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// A work context behaves as the context.WithCancelCause it stands for,
+// whether it is cancelled before or after anything looked at it: Err,
+// Done, Cause, children and AfterFunc, and the engine mark.
+func TestWorkCtx(t *testing.T) {
+	e := &Engine{}
+	e.workCtx = context.WithValue(context.Background(), ctxKey{}, e)
+	cause := errors.New("the cause")
+	fresh := func() *workCtx {
+		c := &workCtx{}
+		c.init(e)
+		if c.Err() != nil {
+			t.Fatalf("a new work context is done: %v", c.Err())
+		}
+		if !reentrant(c, e) || reentrant(c, &Engine{}) {
+			t.Fatal("the work context does not carry its engine's mark")
+		}
+		if _, ok := c.Deadline(); ok {
+			t.Fatal("a work context has a deadline")
+		}
+		return c
+	}
+	check := func(name string, ctx context.Context, want error) {
+		t.Helper()
+		select {
+		case <-ctx.Done():
+		default:
+			t.Fatalf("%s: not done", name)
+		}
+		if !errors.Is(ctx.Err(), context.Canceled) || context.Cause(ctx) != want {
+			t.Fatalf("%s: Err %v, Cause %v; want canceled, %v", name, ctx.Err(), context.Cause(ctx), want)
+		}
+	}
+
+	// Cancelled before anything looked at it.
+	c := fresh()
+	c.cancel(cause)
+	c.cancel(errors.New("a later cause")) // the first cause stays
+	if !errors.Is(c.Err(), context.Canceled) {
+		t.Fatalf("Err %v after cancel", c.Err())
+	}
+	check("cancelled first", c, cause)
+
+	// Looked at (a child, an AfterFunc), then cancelled.
+	c = fresh()
+	child, stop := context.WithCancel(context.WithValue(c, ctxKey{}, "x"))
+	defer stop()
+	ran := make(chan struct{})
+	context.AfterFunc(c, func() { close(ran) })
+	c.cancel(cause)
+	check("cancelled after", c, cause)
+	check("its child", child, cause)
+	<-ran
+
+	// Cancelled without a cause: context.Canceled is the cause.
+	c = fresh()
+	c.cancel(nil)
+	check("no cause", c, context.Canceled)
+}

@@ -1,0 +1,297 @@
+package tools
+
+import (
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// The quickest path of decodeFlat: arguments that are a flat JSON object
+// of plain values (strings without escapes, integers, numbers, true,
+// false, null) for a struct whose fields are all scalars are decoded by
+// a scanner of their own, without encoding/json's allocations. It takes
+// only what it can prove encoding/json decodes to the same value (every
+// key exactly a field's JSON name and not repeated, each value of its
+// field's kind and in its range, the whole input one object); anything
+// else goes on to the next path, which decides and says what is wrong.
+
+// scalarPlan is how a struct type of scalar fields is decoded.
+type scalarPlan struct {
+	byName map[string]int // JSON name → field index
+	kinds  []reflect.Kind // by field index
+}
+
+// scalarPlans caches scalarPlanOf by type (a nil plan: not such a type).
+var scalarPlans sync.Map // reflect.Type → *scalarPlan
+
+// scalarPlanOf returns the plan of t, nil when t is not a struct whose
+// every field encoding/json sees is a plain scalar (no embedded field,
+// no pointer, no ",string" option, no type that decodes itself, no name
+// shared by two fields).
+func scalarPlanOf(t reflect.Type) *scalarPlan {
+	if c, ok := scalarPlans.Load(t); ok {
+		return c.(*scalarPlan)
+	}
+	p := makeScalarPlan(t)
+	scalarPlans.Store(t, p)
+	return p
+}
+
+func makeScalarPlan(t reflect.Type) *scalarPlan {
+	if t.Kind() != reflect.Struct || decodesItself(t) || t.NumField() > 64 {
+		return nil
+	}
+	p := &scalarPlan{byName: map[string]int{}, kinds: make([]reflect.Kind, t.NumField())}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if sf.Anonymous {
+			return nil
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		tag := sf.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		for opts != "" {
+			var o string
+			o, opts, _ = strings.Cut(opts, ",")
+			if o == "string" {
+				return nil
+			}
+		}
+		if !validTagName(name) {
+			name = sf.Name
+		}
+		if _, dup := p.byName[name]; dup {
+			return nil
+		}
+		switch k := sf.Type.Kind(); {
+		case decodesItself(sf.Type):
+			return nil
+		case k == reflect.String, k == reflect.Bool, k == reflect.Float32, k == reflect.Float64,
+			k >= reflect.Int && k <= reflect.Int64, k >= reflect.Uint && k <= reflect.Uintptr:
+			p.byName[name] = i
+			p.kinds[i] = k
+		default:
+			return nil
+		}
+	}
+	// The names must be the ones the other paths check keys against.
+	names := jsonFields(t)
+	if len(names) != len(p.byName) {
+		return nil
+	}
+	for name := range p.byName {
+		if _, ok := names[name]; !ok {
+			return nil
+		}
+	}
+	return p
+}
+
+// decodeScalars decodes data into v (a struct of p's type) and reports
+// whether it could. When it could not, v may be partly filled: a caller
+// that goes on to another path decodes into a fresh value.
+func decodeScalars(data []byte, p *scalarPlan, v reflect.Value) bool {
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' {
+		return false
+	}
+	i = skipSpace(data, i+1)
+	var seen uint64
+	if i < len(data) && data[i] == '}' {
+		return skipSpace(data, i+1) == len(data)
+	}
+	for {
+		// A key, exactly a field's name.
+		key, j, ok := plainString(data, i)
+		if !ok {
+			return false
+		}
+		f, ok := p.byName[string(key)]
+		if !ok || seen&(1<<f) != 0 {
+			return false
+		}
+		seen |= 1 << f
+		i = skipSpace(data, j)
+		if i == len(data) || data[i] != ':' {
+			return false
+		}
+		i = skipSpace(data, i+1)
+		if i, ok = scalarValue(data, i, p.kinds[f], v.Field(f)); !ok {
+			return false
+		}
+		i = skipSpace(data, i)
+		if i == len(data) {
+			return false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return skipSpace(data, i+1) == len(data)
+		default:
+			return false
+		}
+	}
+}
+
+// skipSpace returns the index of the first byte from i on that is not
+// JSON whitespace.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainString returns the contents of the JSON string at data[i] and the
+// index after it, when it has no escape, no control character and is
+// valid UTF-8 (encoding/json takes such a string's bytes as they are).
+func plainString(data []byte, i int) ([]byte, int, bool) {
+	if i == len(data) || data[i] != '"' {
+		return nil, 0, false
+	}
+	for j := i + 1; j < len(data); j++ {
+		switch c := data[j]; {
+		case c == '"':
+			s := data[i+1 : j]
+			return s, j + 1, utf8.Valid(s)
+		case c == '\\', c < ' ':
+			return nil, 0, false
+		}
+	}
+	return nil, 0, false
+}
+
+// scalarValue decodes the JSON value at data[i] into f, of kind k, and
+// returns the index after it.
+func scalarValue(data []byte, i int, k reflect.Kind, f reflect.Value) (int, bool) {
+	if i == len(data) {
+		return 0, false
+	}
+	switch c := data[i]; {
+	case c == '"':
+		s, j, ok := plainString(data, i)
+		if !ok || k != reflect.String {
+			return 0, false
+		}
+		f.SetString(string(s))
+		return j, true
+	case c == 't' || c == 'f' || c == 'n':
+		for _, lit := range [...]string{"true", "false", "null"} {
+			if len(data)-i >= len(lit) && string(data[i:i+len(lit)]) == lit {
+				switch {
+				case lit == "null": // encoding/json leaves a scalar as it is
+				case k != reflect.Bool:
+					return 0, false
+				default:
+					f.SetBool(lit == "true")
+				}
+				return i + len(lit), true
+			}
+		}
+		return 0, false
+	case c == '-' || c >= '0' && c <= '9':
+		return number(data, i, k, f)
+	}
+	return 0, false
+}
+
+// number decodes the JSON number at data[i] into f, of kind k: an
+// integer kind takes an integer in its range, a float kind any number in
+// its range (as encoding/json parses it).
+func number(data []byte, i int, k reflect.Kind, f reflect.Value) (int, bool) {
+	start := i
+	neg := data[i] == '-'
+	if neg {
+		i++
+	}
+	// JSON's grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+	intStart := i
+	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+		i++
+	}
+	digits := data[intStart:i]
+	if len(digits) == 0 || len(digits) > 1 && digits[0] == '0' {
+		return 0, false
+	}
+	whole := true
+	if i < len(data) && data[i] == '.' {
+		whole = false
+		i++
+		n := i
+		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+			i++
+		}
+		if i == n {
+			return 0, false
+		}
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		whole = false
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		n := i
+		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+			i++
+		}
+		if i == n {
+			return 0, false
+		}
+	}
+	switch {
+	case k == reflect.Float32 || k == reflect.Float64:
+		bits := 64
+		if k == reflect.Float32 {
+			bits = 32
+		}
+		x, err := strconv.ParseFloat(string(data[start:i]), bits)
+		if err != nil || f.OverflowFloat(x) {
+			return 0, false
+		}
+		f.SetFloat(x)
+		return i, true
+	case !whole:
+		return 0, false
+	}
+	var u uint64
+	for _, d := range digits {
+		if u > (math.MaxUint64-uint64(d-'0'))/10 {
+			return 0, false
+		}
+		u = u*10 + uint64(d-'0')
+	}
+	switch {
+	case k >= reflect.Int && k <= reflect.Int64:
+		var n int64
+		switch {
+		case neg && u <= 1<<63:
+			n = int64(-u) // -(1<<63) wraps to itself
+		case !neg && u <= math.MaxInt64:
+			n = int64(u)
+		default:
+			return 0, false
+		}
+		if f.OverflowInt(n) {
+			return 0, false
+		}
+		f.SetInt(n)
+	case k >= reflect.Uint && k <= reflect.Uintptr:
+		if neg || f.OverflowUint(u) { // encoding/json refuses even -0
+			return 0, false
+		}
+		f.SetUint(u)
+	default:
+		return 0, false
+	}
+	return i, true
+}
