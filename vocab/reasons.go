@@ -1,6 +1,9 @@
 package vocab
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // FinishReason is why the model stopped one reply.
 type FinishReason string
@@ -156,14 +159,20 @@ type PromptResult struct {
 func (r PromptResult) String() string {
 	switch r.Kind {
 	case PromptCompleted:
-		s := fmt.Sprintf("completed{steps=%d", r.Steps)
+		// Appended, not formatted: a completed prompt's result is logged at
+		// every turn's end.
+		var buf [64]byte
+		b := buf[:0]
+		b = append(b, "completed{steps="...)
+		b = strconv.AppendInt(b, int64(r.Steps), 10)
 		if r.Truncated {
-			s += " truncated"
+			b = append(b, " truncated"...)
 		}
 		if r.StopReason != "" {
-			s += " stop=" + r.StopReason
+			b = append(b, " stop="...)
+			b = append(b, r.StopReason...)
 		}
-		return s + "}"
+		return string(append(b, '}'))
 	case PromptFailed:
 		return fmt.Sprintf("failed{steps=%d error=%v}", r.Steps, r.Err)
 	case PromptCancelled:

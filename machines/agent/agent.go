@@ -423,6 +423,10 @@ func setStatus(c *Ctx, s PublicStatus, out *chart.Out) {
 	}
 }
 
+// claimedNothing is the Claimed of a drain that claims nothing (most
+// drains), boxed once: an effect is never changed.
+var claimedNothing chart.Effect = Claimed{}
+
 // startTurn claims all of next-step, the reminders and the next-turn head,
 // and starts turn Turn+1 with them.
 func startTurn(c *Ctx, ev chart.Event, out *chart.Out) {
@@ -551,6 +555,10 @@ var (
 		if rs := take(c, TargetReminders, OpClaimed, out); len(rs) > 0 {
 			ms = append(ms[:len(ms):len(ms)], rs...)
 		}
+		if len(ms) == 0 {
+			out.Emit(claimedNothing)
+			return
+		}
 		bypass := false
 		for i := range ms {
 			bypass = bypass || ms[i].BypassMaxSteps
@@ -559,7 +567,7 @@ var (
 	}, "inbox", "claimed")
 	// An aborting or closing agent hands nothing to a late drain: the inbox
 	// waits for the next turn (or the next session).
-	aDrainNothing = act(func(_ *Ctx, _ chart.Event, out *chart.Out) { out.Emit(Claimed{}) }, "claimed")
+	aDrainNothing = act(func(_ *Ctx, _ chart.Event, out *chart.Out) { out.Emit(claimedNothing) }, "claimed")
 	aDetach       = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		d := ev.(ToolDetached)
 		c.Background = append(c.Background, Background{CallID: d.CallID, Name: d.Name})

@@ -224,7 +224,7 @@ func (c *Core) modelDone(in vocab.Input) {
 	c.drop(in.Work)
 	c.model = 0
 	reply, finish := c.normalize(*in.Reply, in.Finish, in.Work)
-	in.Reply, in.Finish = &reply, finish
+	in.Finish = finish
 	empty := reply.IsEmptyReply()
 	if empty {
 		// An empty reply is never committed: close the message its
@@ -245,14 +245,20 @@ func (c *Core) modelDone(in vocab.Input) {
 		in.Usage = nil
 	}
 	if judge {
-		c.askErrorHandlers(turn.ReplyFailure(&reply, finish), &in)
+		kept := reply // the pending hook's own: it outlives the Step
+		in.Reply = &kept
+		c.askErrorHandlers(turn.ReplyFailure(&kept, finish), &in)
 		return
 	}
 	var usage vocab.Usage
 	if in.Usage != nil {
 		usage = *in.Usage
 	}
-	c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelDone{Reply: &reply, Finish: finish, Usage: usage}})
+	// The reply waits in the machines' scratch: the turn reads it in this
+	// Step's run only (the history takes a copy), and a Step has one
+	// model.done.
+	c.m.reply = reply
+	c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelDone{Reply: &c.m.reply, Finish: finish, Usage: usage}})
 }
 
 func (c *Core) modelFailed(in vocab.Input) {

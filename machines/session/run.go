@@ -170,6 +170,27 @@ func (m *Machines) payload(kind reqKind, t chart.Record) any {
 	return p
 }
 
+// drainedEvents are the turn's Drained events for small claims, boxed
+// once: an event is never changed.
+var drainedEvents = func() (evs [8][2]chart.Event) {
+	for n := range evs {
+		evs[n] = [2]chart.Event{turn.Drained{Messages: n}, turn.Drained{Messages: n, Bypass: true}}
+	}
+	return evs
+}()
+
+// drained returns the turn's Drained event for a claim of n messages.
+func drained(n int, bypass bool) chart.Event {
+	if n < len(drainedEvents) {
+		b := 0
+		if bypass {
+			b = 1
+		}
+		return drainedEvents[n][b]
+	}
+	return turn.Drained{Messages: n, Bypass: bypass}
+}
+
 // ---- agent effects ----
 
 func (c *Core) agentEffect(eff chart.Effect) {
@@ -200,7 +221,7 @@ func (c *Core) agentEffect(eff chart.Effect) {
 		// handled first, by beginTurn
 	case agent.Claimed:
 		c.claim = append(c.claim, f.Messages...)
-		c.enqueue(fireReq{kind: reqTurn, ev: turn.Drained{Messages: len(f.Messages), Bypass: f.Bypass}})
+		c.enqueue(fireReq{kind: reqTurn, ev: drained(len(f.Messages), f.Bypass)})
 	case agent.AbortTurn:
 		c.enqueue(fireReq{kind: reqTurn, ev: turn.Abort{Cause: f.Cause}})
 	case agent.HardStop:
@@ -258,7 +279,12 @@ func (c *Core) beginTurn(f agent.StartTurn) {
 		c.prompt = f.PromptID
 	}
 	c.lastFinish, c.stopReason, c.stepOpen, c.resume = "", "", false, f.Resume
-	c.claim = append(c.claim[:0], f.Claimed...)
+	// The claim takes the effect's slice over: the agent made it for the
+	// effect alone, and nothing else holds it.
+	c.claim = nil
+	if len(f.Claimed) > 0 {
+		c.claim = f.Claimed
+	}
 	c.inTurn = true
 	c.emit(vocab.EventTurnStart, nil)
 	c.runTurn()
@@ -277,12 +303,16 @@ func (c *Core) beginTurn(f agent.StartTurn) {
 	if c.prompt != "" {
 		c.emit(vocab.EventPrompt, vocab.PromptPayload{Prompt: c.prompt, State: "running"})
 	}
-	cfg := turn.Config{Turn: f.Turn, MaxSteps: c.cfg.MaxSteps, AbortGrace: c.cfg.AbortGrace}
+	// The config waits in the machines' scratch: a turn's reqStartTurn is
+	// run before the agent can begin another turn (that takes the end of
+	// this one), so one slot serves.
+	cfg := &c.m.turnCfg
+	*cfg = turn.Config{Turn: f.Turn, MaxSteps: c.cfg.MaxSteps, AbortGrace: c.cfg.AbortGrace}
 	if c.cfg.MaxAttempts > 0 {
 		cfg.Retry = turn.DefaultRetryPolicy()
 		cfg.Retry.MaxAttempts = c.cfg.MaxAttempts
 	}
-	c.enqueue(fireReq{kind: reqStartTurn, cfg: &cfg})
+	c.enqueue(fireReq{kind: reqStartTurn, cfg: cfg})
 }
 
 // runTurn puts the turn that starts into a run: the current one while
@@ -458,6 +488,7 @@ func (m *Machines) newPending(p *pending) *pending {
 // (a hook's verdict, a timer's owner), and no record outlives the Step
 // that dropped it anywhere else (snapshots copy them).
 func (m *Machines) recycle() {
+	m.reply = vocab.Message{}
 	if m.deadTurn == nil && len(m.deadTools) == 0 && len(m.dead) == 0 {
 		return
 	}

@@ -263,6 +263,11 @@ type Machines struct {
 	guardCalls      []loopguard.Call
 	turns, deadTurn *turn.Instance
 	ids             eventIDs
+	// turnCfg is the config of the turn a queued reqStartTurn makes;
+	// reply is the normalized reply of the Step's model.done (cleared by
+	// recycle).
+	turnCfg turn.Config
+	reply   vocab.Message
 }
 
 // payloadEntry is one boxed transition payload: a transition declared on

@@ -301,10 +301,10 @@ var (
 		out.Emit(Drain{Step: c.Step, Concluded: c.Concluded})
 	}, "drain")
 	aStopDone = act(func(c *Ctx, _ chart.Event, _ *chart.Out) {
-		c.End = &vocab.TurnEnd{Kind: vocab.EndCompleted}
+		c.End = endCompleted
 	})
 	aYieldDone = act(func(c *Ctx, _ chart.Event, _ *chart.Out) {
-		c.End = &vocab.TurnEnd{Kind: vocab.EndYielded}
+		c.End = endYielded
 	})
 	aMaxSteps = act(func(c *Ctx, _ chart.Event, _ *chart.Out) {
 		c.End = &vocab.TurnEnd{Kind: vocab.EndError, Code: vocab.CodeMaxStepsExceeded,
@@ -316,8 +316,8 @@ var (
 			c.Idle = 0
 		}
 	})
-	aGateEmpty   = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.End = &vocab.TurnEnd{Kind: vocab.EndCompleted} })
-	aGateBlocked = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.End = &vocab.TurnEnd{Kind: vocab.EndBlocked} })
+	aGateEmpty   = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.End = endCompleted })
+	aGateBlocked = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.End = endBlocked })
 	aGateFail    = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		r := ev.(GateRefuse)
 		code := r.Code
@@ -356,13 +356,20 @@ var (
 		}
 	})
 	aEnd = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
-		end := *c.End
-		if end.Kind == vocab.EndCompleted && c.MaxTokens {
-			end = vocab.TurnEnd{Kind: vocab.EndMaxTokens}
-			c.End = &end
+		if c.End.Kind == vocab.EndCompleted && c.MaxTokens {
+			c.End = endMaxTokens
 		}
-		out.Emit(EndTurn{End: end, Steps: c.Step})
+		out.Emit(EndTurn{End: *c.End, Steps: c.Step})
 	}, "end-turn")
+)
+
+// The turn ends without details, shared: a Ctx's End is replaced, never
+// changed in place.
+var (
+	endCompleted = &vocab.TurnEnd{Kind: vocab.EndCompleted}
+	endYielded   = &vocab.TurnEnd{Kind: vocab.EndYielded}
+	endBlocked   = &vocab.TurnEnd{Kind: vocab.EndBlocked}
+	endMaxTokens = &vocab.TurnEnd{Kind: vocab.EndMaxTokens}
 )
 
 func setAbort(c *Ctx, ev chart.Event) {
