@@ -462,7 +462,7 @@ func (c *Core) Step(in vocab.Input) (err error) {
 		return vocab.Errorf(vocab.CodeInternal, "session: Step without machines (see Use)")
 	}
 	c.m.recycle()
-	if err := c.Validate(in); err != nil {
+	if err := c.validate(&in); err != nil {
 		return err
 	}
 	// Wall clock only: a time.Now's monotonic reading would order inputs
@@ -480,16 +480,18 @@ func (c *Core) Step(in vocab.Input) (err error) {
 		}
 	}()
 	c.cause = vocab.CancelCause{}
-	if c.stale(in) {
+	if c.stale(&in) {
 		c.emit(vocab.EventInputStale, vocab.StalePayload{Input: in.Kind, Work: in.Work, Reason: "no such outstanding work"})
 		return nil
 	}
-	in = copyInput(in)
-	return c.apply(in)
+	copyInput(&in)
+	return c.apply(&in)
 }
 
 // Validate reports whether Step would reject in, without stepping.
-func (c *Core) Validate(in vocab.Input) error {
+func (c *Core) Validate(in vocab.Input) error { return c.validate(&in) }
+
+func (c *Core) validate(in *vocab.Input) error {
 	if c.closed {
 		return vocab.Errorf(vocab.CodeClosed, "session %s is closed", c.cfg.Session)
 	}
@@ -626,7 +628,7 @@ func (c *Core) Validate(in vocab.Input) error {
 		}
 	case vocab.InStopped:
 	case vocab.InOpen:
-		cfg, err := c.openConfig(in)
+		cfg, err := c.openConfig(*in)
 		if err != nil {
 			return err
 		}
@@ -644,7 +646,7 @@ func (c *Core) Validate(in vocab.Input) error {
 func (c *Core) closing() bool { return c.m.agent.In(c.agent, agent.Closing) || c.closed }
 
 // stale reports whether in answers work that is no longer outstanding.
-func (c *Core) stale(in vocab.Input) bool {
+func (c *Core) stale(in *vocab.Input) bool {
 	switch in.Kind {
 	case vocab.InModelParts, vocab.InModelDone, vocab.InModelFailed, vocab.InToolUpdate, vocab.InToolDone,
 		vocab.InHookDone, vocab.InTimerFired, vocab.InMaintenanceDone, vocab.InSlotGranted:
@@ -902,7 +904,7 @@ func (c *Core) emit(kind vocab.EventKind, payload any) {
 
 func (c *Core) result(r Result) { c.m.rd.Results = append(c.m.rd.Results, r) }
 
-func (c *Core) ack(in vocab.Input) {
+func (c *Core) ack(in *vocab.Input) {
 	if in.ID != "" {
 		c.result(Result{Kind: Accepted, Input: in.ID})
 	}
