@@ -263,11 +263,20 @@ func take(c *Ctx, t Target, op InboxOp, out *chart.Out) []vocab.Message {
 
 // takeHead removes the next-turn head and reports it with op.
 func takeHead(c *Ctx, op InboxOp, out *chart.Out) vocab.Message {
+	return claimHead(c, op, make([]vocab.Message, 0, 1), out)[0]
+}
+
+// claimHead removes the next-turn head, appends it to claimed and reports
+// it with op; the report shares claimed's last element (claimed is never
+// changed in place afterwards: it is appended to, or handed on whole).
+func claimHead(c *Ctx, op InboxOp, claimed []vocab.Message, out *chart.Out) []vocab.Message {
 	head := c.NextTurn[0]
 	c.NextTurn = shrink(slices.Delete(c.NextTurn, 0, 1))
 	c.indexDel(head.ID)
-	out.Emit(Inbox{Target: TargetNextTurn, Op: op, Messages: []vocab.Message{head}})
-	return head
+	claimed = append(claimed, head)
+	n := len(claimed)
+	out.Emit(Inbox{Target: TargetNextTurn, Op: op, Messages: claimed[n-1 : n : n]})
+	return claimed
 }
 
 // shrink returns nil for an empty list, so that snapshots are canonical.
@@ -438,9 +447,8 @@ func startTurn(c *Ctx, ev chart.Event, out *chart.Out) {
 	claimed = append(claimed, take(c, TargetReminders, OpClaimed, out)...)
 	var prompt vocab.ID
 	if len(c.NextTurn) > 0 {
-		head := takeHead(c, OpClaimed, out)
-		claimed = append(claimed, head)
-		prompt = head.ID
+		claimed = claimHead(c, OpClaimed, claimed, out)
+		prompt = claimed[len(claimed)-1].ID
 	}
 	c.Turn++
 	out.Emit(StartTurn{Turn: c.Turn, PromptID: prompt, Claimed: claimed, Resume: resume})
