@@ -467,6 +467,19 @@ func (c *Core) appendHistory(m vocab.Message) {
 	c.history = append(c.history, m)
 }
 
+// newCall returns a zero call record, a spare one when there is one (see
+// recycle): a batch's calls are dropped with it, except those that go on
+// in the background.
+func (m *Machines) newCall() *call {
+	if n := len(m.calls); n > 0 {
+		cl := m.calls[n-1]
+		m.calls[n-1] = nil
+		m.calls = m.calls[:n-1]
+		return cl
+	}
+	return new(call)
+}
+
 // newPending returns a pending record holding a copy of *p, a spare one
 // when there is one: each model request and tool call would otherwise
 // allocate one (its Work is most of it).
@@ -489,9 +502,17 @@ func (m *Machines) newPending(p *pending) *pending {
 // that dropped it anywhere else (snapshots copy them).
 func (m *Machines) recycle() {
 	m.reply = vocab.Message{}
-	if m.deadTurn == nil && len(m.deadTools) == 0 && len(m.dead) == 0 {
+	if m.deadTurn == nil && len(m.deadTools) == 0 && len(m.dead) == 0 && len(m.deadCalls) == 0 {
 		return
 	}
+	for i, cl := range m.deadCalls {
+		m.deadCalls[i] = nil
+		if len(m.calls) < 16 {
+			*cl = call{}
+			m.calls = append(m.calls, cl)
+		}
+	}
+	m.deadCalls = m.deadCalls[:0]
 	if m.deadTurn != nil {
 		m.deadTurn.Ctx = turn.Ctx{}
 		m.turns, m.deadTurn = m.deadTurn, nil

@@ -259,6 +259,7 @@ type Machines struct {
 	// current Step, spare from the next (see recycle).
 	pendings, dead   []*pending
 	tools, deadTools []*tool.Instance
+	calls, deadCalls []*call
 	// guardCalls is loop detection's scratch list of a batch's calls.
 	guardCalls      []loopguard.Call
 	turns, deadTurn *turn.Instance

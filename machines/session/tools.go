@@ -81,7 +81,8 @@ func (c *Core) admit(calls []vocab.ToolCall) {
 	c.batch = c.batch[:0]
 	stopped := false
 	for _, tc := range calls {
-		cl := &call{Call: tc, skip: stopped, acc: c.accesses(tc)}
+		cl := c.m.newCall()
+		cl.Call, cl.skip, cl.acc = tc, stopped, c.accesses(tc)
 		sp := c.spec(tc.Name)
 		if sp != nil && sp.StopBatch {
 			stopped = true

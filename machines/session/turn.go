@@ -182,6 +182,7 @@ func (c *Core) endBatch() {
 			c.bg = append(c.bg, cl) // it goes on in the background
 			continue
 		}
+		c.m.deadCalls = append(c.m.deadCalls, cl) // spare from the next Step on
 		if cl.hook != 0 {
 			c.cancel(cl.hook, vocab.CancelCause{Kind: vocab.CancelUser})
 			cl.hook = 0
