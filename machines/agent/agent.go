@@ -241,9 +241,19 @@ func list(c *Ctx, t Target) *[]vocab.Message {
 
 func insert(c *Ctx, t Target, m vocab.Message, out *chart.Out) {
 	l := list(c, t)
-	*l = append(*l, m)
+	var report []vocab.Message
+	if *l == nil {
+		// One array for the new list and the report: the list's slot is
+		// its own (a list of capacity 1 grows into a new array, a delete
+		// clears no slot past its length), the report's never changes.
+		both := []vocab.Message{m, m}
+		*l, report = both[0:1:1], both[1:2:2]
+	} else {
+		*l = append(*l, m)
+		report = []vocab.Message{m}
+	}
 	c.indexAdd(m.ID)
-	out.Emit(Inbox{Target: t, Op: OpInserted, At: len(*l) - 1, Messages: []vocab.Message{m}})
+	out.Emit(Inbox{Target: t, Op: OpInserted, At: len(*l) - 1, Messages: report})
 }
 
 // take empties list t and reports it with op.

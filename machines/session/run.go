@@ -160,8 +160,9 @@ func (m *Machines) payload(kind reqKind, t chart.Record) any {
 	if kind == reqTurn {
 		byIndex = m.payloads[1]
 	}
-	for _, e := range byIndex[t.Index] {
-		if e.from == t.From && e.to == t.To {
+	es := byIndex[t.Index]
+	for i := range es {
+		if e := &es[i]; e.from == t.From && e.to == t.To {
 			return e.p
 		}
 	}
