@@ -896,11 +896,22 @@ func (c *Core) cancel(id uint64, cause vocab.CancelCause) {
 // emit appends an event. Its time is the time of the input being stepped.
 func (c *Core) emit(kind vocab.EventKind, payload any) {
 	c.seq++
-	ev := vocab.Event{ID: c.m.ids.id(c.cfg.Session, c.seq), Session: c.cfg.Session, Seq: c.seq, At: c.now, Kind: kind, Payload: payload}
+	// Written in place, every field: building the 112-byte Event aside
+	// cost a copy into the buffer.
+	evs := c.m.rd.Events
+	if len(evs) == cap(evs) {
+		evs = append(evs, vocab.Event{})
+	} else {
+		evs = evs[:len(evs)+1]
+	}
+	c.m.rd.Events = evs
+	ev := &evs[len(evs)-1]
+	ev.ID, ev.Session, ev.Seq, ev.At, ev.Kind, ev.Payload = c.m.ids.id(c.cfg.Session, c.seq), c.cfg.Session, c.seq, c.now, kind, payload
 	if c.inTurn {
 		ev.Turn, ev.Step = c.turnNo, c.step
+	} else {
+		ev.Turn, ev.Step = 0, 0
 	}
-	c.m.rd.Events = append(c.m.rd.Events, ev)
 }
 
 func (c *Core) result(r Result) { c.m.rd.Results = append(c.m.rd.Results, r) }
