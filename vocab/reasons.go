@@ -155,12 +155,23 @@ type PromptResult struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// completedSteps[n] is the String of a plain completed result of n steps.
+var completedSteps = func() (ss [16]string) {
+	for i := range ss {
+		ss[i] = "completed{steps=" + strconv.Itoa(i) + "}"
+	}
+	return ss
+}()
+
 // String renders the result compactly, e.g. "completed{steps=2}".
 func (r PromptResult) String() string {
 	switch r.Kind {
 	case PromptCompleted:
 		// Appended, not formatted: a completed prompt's result is logged at
-		// every turn's end.
+		// every turn's end (the plain results of short turns are made once).
+		if !r.Truncated && r.StopReason == "" && r.Steps >= 0 && r.Steps < len(completedSteps) {
+			return completedSteps[r.Steps]
+		}
 		var buf [64]byte
 		b := buf[:0]
 		b = append(b, "completed{steps="...)
