@@ -260,8 +260,10 @@ type Machines struct {
 	pendings, dead   []*pending
 	tools, deadTools []*tool.Instance
 	calls, deadCalls []*call
-	// guardCalls is loop detection's scratch list of a batch's calls.
+	// guardCalls is loop detection's scratch list of a batch's calls;
+	// hashScratch the storage it canonicalizes call arguments in.
 	guardCalls      []loopguard.Call
+	hashScratch     []byte
 	turns, deadTurn *turn.Instance
 	ids             eventIDs
 	// turnCfg is the config of the turn a queued reqStartTurn makes;

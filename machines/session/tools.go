@@ -88,7 +88,9 @@ func (c *Core) admit(calls []vocab.ToolCall) {
 			stopped = true
 		}
 		if !c.cfg.NoLoopDetection {
-			cl.lg = loopguard.Call{ID: tc.ID, Tool: tc.Name, ArgsHash: loopguard.HashArgs(tc.Name, tc.Args), Poll: sp != nil && sp.Poll}
+			var hash uint64
+			hash, c.m.hashScratch = loopguard.HashArgsScratch(tc.Name, tc.Args, c.m.hashScratch)
+			cl.lg = loopguard.Call{ID: tc.ID, Tool: tc.Name, ArgsHash: hash, Poll: sp != nil && sp.Poll}
 		}
 		c.batch = append(c.batch, cl)
 		c.emit(vocab.EventToolCall, vocab.ToolPayload{Call: tc})
