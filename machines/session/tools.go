@@ -94,6 +94,9 @@ func (c *Core) admit(calls []vocab.ToolCall) {
 		if !c.cfg.NoLoopDetection {
 			var hash uint64
 			hash, c.m.hashScratch = loopguard.HashArgsScratch(tc.Name, tc.Args, c.m.hashScratch)
+			if cap(c.m.hashScratch) > maxHashScratch {
+				c.m.hashScratch = nil // a huge call's storage is not kept
+			}
 			cl.lg = loopguard.Call{ID: tc.ID, Tool: tc.Name, ArgsHash: hash, Poll: sp != nil && sp.Poll}
 		}
 		c.batch = append(c.batch, cl)
@@ -107,6 +110,9 @@ func (c *Core) admit(calls []vocab.ToolCall) {
 		c.enqueue(fireReq{kind: reqNewTool, call: cl})
 	}
 }
+
+// maxHashScratch caps the storage kept for canonicalizing call arguments.
+const maxHashScratch = 64 << 10
 
 // guardBatch runs loop detection's admission on the batch before any call
 // runs: a warning becomes a loop/warning event (and the listeners' hook)
