@@ -1,6 +1,9 @@
 package vocab
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // FinishReason is why the model stopped one reply.
 type FinishReason string
@@ -152,18 +155,35 @@ type PromptResult struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// completedSteps[n] is the String of a plain completed result of n steps.
+var completedSteps = func() (ss [16]string) {
+	for i := range ss {
+		ss[i] = "completed{steps=" + strconv.Itoa(i) + "}"
+	}
+	return ss
+}()
+
 // String renders the result compactly, e.g. "completed{steps=2}".
 func (r PromptResult) String() string {
 	switch r.Kind {
 	case PromptCompleted:
-		s := fmt.Sprintf("completed{steps=%d", r.Steps)
+		// Appended, not formatted: a completed prompt's result is logged at
+		// every turn's end (the plain results of short turns are made once).
+		if !r.Truncated && r.StopReason == "" && r.Steps >= 0 && r.Steps < len(completedSteps) {
+			return completedSteps[r.Steps]
+		}
+		var buf [64]byte
+		b := buf[:0]
+		b = append(b, "completed{steps="...)
+		b = strconv.AppendInt(b, int64(r.Steps), 10)
 		if r.Truncated {
-			s += " truncated"
+			b = append(b, " truncated"...)
 		}
 		if r.StopReason != "" {
-			s += " stop=" + r.StopReason
+			b = append(b, " stop="...)
+			b = append(b, r.StopReason...)
 		}
-		return s + "}"
+		return string(append(b, '}'))
 	case PromptFailed:
 		return fmt.Sprintf("failed{steps=%d error=%v}", r.Steps, r.Err)
 	case PromptCancelled:

@@ -241,9 +241,19 @@ func list(c *Ctx, t Target) *[]vocab.Message {
 
 func insert(c *Ctx, t Target, m vocab.Message, out *chart.Out) {
 	l := list(c, t)
-	*l = append(*l, m)
+	var report []vocab.Message
+	if *l == nil {
+		// One array for the new list and the report: the list's slot is
+		// its own (a list of capacity 1 grows into a new array, a delete
+		// clears no slot past its length), the report's never changes.
+		both := []vocab.Message{m, m}
+		*l, report = both[0:1:1], both[1:2:2]
+	} else {
+		*l = append(*l, m)
+		report = []vocab.Message{m}
+	}
 	c.indexAdd(m.ID)
-	out.Emit(Inbox{Target: t, Op: OpInserted, At: len(*l) - 1, Messages: []vocab.Message{m}})
+	out.Emit(Inbox{Target: t, Op: OpInserted, At: len(*l) - 1, Messages: report})
 }
 
 // take empties list t and reports it with op.
@@ -263,11 +273,20 @@ func take(c *Ctx, t Target, op InboxOp, out *chart.Out) []vocab.Message {
 
 // takeHead removes the next-turn head and reports it with op.
 func takeHead(c *Ctx, op InboxOp, out *chart.Out) vocab.Message {
+	return claimHead(c, op, make([]vocab.Message, 0, 1), out)[0]
+}
+
+// claimHead removes the next-turn head, appends it to claimed and reports
+// it with op; the report shares claimed's last element (claimed is never
+// changed in place afterwards: it is appended to, or handed on whole).
+func claimHead(c *Ctx, op InboxOp, claimed []vocab.Message, out *chart.Out) []vocab.Message {
 	head := c.NextTurn[0]
 	c.NextTurn = shrink(slices.Delete(c.NextTurn, 0, 1))
 	c.indexDel(head.ID)
-	out.Emit(Inbox{Target: TargetNextTurn, Op: op, Messages: []vocab.Message{head}})
-	return head
+	claimed = append(claimed, head)
+	n := len(claimed)
+	out.Emit(Inbox{Target: TargetNextTurn, Op: op, Messages: claimed[n-1 : n : n]})
+	return claimed
 }
 
 // shrink returns nil for an empty list, so that snapshots are canonical.
@@ -423,6 +442,10 @@ func setStatus(c *Ctx, s PublicStatus, out *chart.Out) {
 	}
 }
 
+// claimedNothing is the Claimed of a drain that claims nothing (most
+// drains), boxed once: an effect is never changed.
+var claimedNothing chart.Effect = Claimed{}
+
 // startTurn claims all of next-step, the reminders and the next-turn head,
 // and starts turn Turn+1 with them.
 func startTurn(c *Ctx, ev chart.Event, out *chart.Out) {
@@ -434,9 +457,8 @@ func startTurn(c *Ctx, ev chart.Event, out *chart.Out) {
 	claimed = append(claimed, take(c, TargetReminders, OpClaimed, out)...)
 	var prompt vocab.ID
 	if len(c.NextTurn) > 0 {
-		head := takeHead(c, OpClaimed, out)
-		claimed = append(claimed, head)
-		prompt = head.ID
+		claimed = claimHead(c, OpClaimed, claimed, out)
+		prompt = claimed[len(claimed)-1].ID
 	}
 	c.Turn++
 	out.Emit(StartTurn{Turn: c.Turn, PromptID: prompt, Claimed: claimed, Resume: resume})
@@ -551,6 +573,10 @@ var (
 		if rs := take(c, TargetReminders, OpClaimed, out); len(rs) > 0 {
 			ms = append(ms[:len(ms):len(ms)], rs...)
 		}
+		if len(ms) == 0 {
+			out.Emit(claimedNothing)
+			return
+		}
 		bypass := false
 		for i := range ms {
 			bypass = bypass || ms[i].BypassMaxSteps
@@ -559,7 +585,7 @@ var (
 	}, "inbox", "claimed")
 	// An aborting or closing agent hands nothing to a late drain: the inbox
 	// waits for the next turn (or the next session).
-	aDrainNothing = act(func(_ *Ctx, _ chart.Event, out *chart.Out) { out.Emit(Claimed{}) }, "claimed")
+	aDrainNothing = act(func(_ *Ctx, _ chart.Event, out *chart.Out) { out.Emit(claimedNothing) }, "claimed")
 	aDetach       = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		d := ev.(ToolDetached)
 		c.Background = append(c.Background, Background{CallID: d.CallID, Name: d.Name})

@@ -99,6 +99,23 @@ func HashArgs(tool string, args json.RawMessage) uint64 {
 	return fnvBytes(h, buf)
 }
 
+// HashArgsScratch is HashArgs building the canonical form in scratch's
+// storage (grown as needed) instead of a buffer of its own; it returns the
+// hash and the storage, to be passed again. A caller hashing every call
+// of a session keeps one scratch.
+func HashArgsScratch(tool string, args json.RawMessage, scratch []byte) (uint64, []byte) {
+	trimmed := trimJSONSpace(args)
+	if len(trimmed) == 0 || !json.Valid(trimmed) {
+		return HashArgs(tool, args), scratch
+	}
+	h := fnvString(fnvOffset, tool)
+	h ^= ':'
+	h *= fnvPrime
+	var c canon
+	buf := c.value(scratch[:0], trimmed)
+	return fnvBytes(h, buf), buf[:0]
+}
+
 // Canonical returns the canonical form of valid JSON (see [HashArgs]), with
 // the object members named in drop removed at every depth. It returns the
 // input unchanged, and false, when it is not valid JSON.
@@ -156,7 +173,8 @@ func (c *canon) value(dst, src []byte) []byte {
 
 // object appends the canonical form of the object src.
 func (c *canon) object(dst, src []byte) []byte {
-	var members []member
+	var few [8]member // most objects have few members: no allocation for them
+	members := few[:0]
 	i := skipWS(src, 1)
 	for src[i] != '}' {
 		kend := skipString(src, i)

@@ -48,6 +48,20 @@ func TestHashArgsCanonical(t *testing.T) {
 	}
 }
 
+// TestHashArgsScratch: hashing in a kept scratch gives HashArgs' hash,
+// whatever the scratch held before.
+func TestHashArgsScratch(t *testing.T) {
+	var scratch []byte
+	for _, args := range []string{``, `{}`, ` {"b":1,"a":[1,{"d":2,"c":3}]} `, `{"a":"\u0061"}`, `not json`, `[1,2]`, `"s"`,
+		`{"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":{"x":[true,null]}}`, `{}`} {
+		var got uint64
+		got, scratch = loopguard.HashArgsScratch("read", json.RawMessage(args), scratch)
+		if want := loopguard.HashArgs("read", json.RawMessage(args)); got != want {
+			t.Errorf("%q: HashArgsScratch %x, HashArgs %x", args, got, want)
+		}
+	}
+}
+
 func TestCanonical(t *testing.T) {
 	for _, tc := range []struct {
 		in, want string

@@ -10,8 +10,9 @@ import (
 	"github.com/loopchart/loopchart/vocab"
 )
 
-// apply steps a validated, copied, non-stale input.
-func (c *Core) apply(in vocab.Input) error {
+// apply steps a validated, copied, non-stale input (Step's own: in
+// points at it, so the ~320-byte Input is not copied from call to call).
+func (c *Core) apply(in *vocab.Input) error {
 	switch in.Kind {
 	case vocab.InSubmit, vocab.InSteer, vocab.InInject, vocab.InNotify, vocab.InRemind:
 		if err := c.message(in); err != nil {
@@ -73,10 +74,10 @@ func (c *Core) apply(in vocab.Input) error {
 		}
 	case vocab.InModelDone:
 		c.emitInput(in)
-		c.modelDone(in)
+		c.modelDone(*in)
 	case vocab.InModelFailed:
 		c.emitInput(in)
-		c.modelFailed(in)
+		c.modelFailed(*in)
 	case vocab.InToolUpdate:
 		c.emitInput(in)
 		if cl := c.callOf(in.Work); cl != nil {
@@ -115,9 +116,9 @@ func (c *Core) apply(in vocab.Input) error {
 		c.drop(in.Work)
 		c.timerFired(p)
 	case vocab.InOpen:
-		c.open(in)
+		c.open(*in)
 	case vocab.InCheckpoint:
-		c.checkpoint(in)
+		c.checkpoint(*in)
 	case vocab.InSlotGranted:
 		c.emitInput(in)
 		c.slotHeld = true
@@ -147,7 +148,7 @@ func (c *Core) apply(in vocab.Input) error {
 }
 
 // message queues a caller's message input.
-func (c *Core) message(in vocab.Input) error {
+func (c *Core) message(in *vocab.Input) error {
 	m := *in.Message
 	m.ID = in.ID
 	if m.Role == "" {
@@ -189,7 +190,7 @@ func (c *Core) message(in vocab.Input) error {
 
 // first fires a caller input's agent event; only when the agent takes it
 // is the input recorded (then its transitions and effects).
-func (c *Core) first(in vocab.Input, ev chart.Event) error {
+func (c *Core) first(in *vocab.Input, ev chart.Event) error {
 	c.m.out.Reset()
 	if err := c.m.agent.Fire(c.agent, ev, &c.m.out); err != nil {
 		c.m.out.Reset()
@@ -206,7 +207,7 @@ func (c *Core) fireNow(ev chart.Event) {
 	c.run()
 }
 
-func (c *Core) emitInput(in vocab.Input) { c.emit(in.EventKind(), in) }
+func (c *Core) emitInput(in *vocab.Input) { c.emit(in.EventKind(), *in) }
 
 // resumable reports whether the history ends where the model owes a
 // reply: after tool results, or after tool calls without their results.
@@ -224,7 +225,7 @@ func (c *Core) modelDone(in vocab.Input) {
 	c.drop(in.Work)
 	c.model = 0
 	reply, finish := c.normalize(*in.Reply, in.Finish, in.Work)
-	in.Reply, in.Finish = &reply, finish
+	in.Finish = finish
 	empty := reply.IsEmptyReply()
 	if empty {
 		// An empty reply is never committed: close the message its
@@ -245,14 +246,20 @@ func (c *Core) modelDone(in vocab.Input) {
 		in.Usage = nil
 	}
 	if judge {
-		c.askErrorHandlers(turn.ReplyFailure(&reply, finish), &in)
+		kept := reply // the pending hook's own: it outlives the Step
+		in.Reply = &kept
+		c.askErrorHandlers(turn.ReplyFailure(&kept, finish), &in)
 		return
 	}
 	var usage vocab.Usage
 	if in.Usage != nil {
 		usage = *in.Usage
 	}
-	c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelDone{Reply: &reply, Finish: finish, Usage: usage}})
+	// The reply waits in the machines' scratch: the turn reads it in this
+	// Step's run only (the history takes a copy), and a Step has one
+	// model.done.
+	c.m.reply = reply
+	c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelDone{Reply: &c.m.reply, Finish: finish, Usage: usage}})
 }
 
 func (c *Core) modelFailed(in vocab.Input) {
@@ -515,7 +522,7 @@ func (c *Core) current(cl *call) bool {
 // A model reply and stream parts are the adapter's own fresh values: the
 // core takes them over (Step's contract says the adapter must not change
 // them afterwards).
-func copyInput(in vocab.Input) vocab.Input {
+func copyInput(in *vocab.Input) {
 	if in.Message != nil {
 		m := vocab.CloneMessage(*in.Message)
 		in.Message = &m
@@ -554,7 +561,6 @@ func copyInput(in vocab.Input) vocab.Input {
 		in.Usage = &u
 	}
 	in.Stuck = slices.Clone(in.Stuck)
-	return in
 }
 
 func cloneMessages(ms []vocab.Message) []vocab.Message {

@@ -59,12 +59,12 @@ func (c *Core) openConfig(in vocab.Input) (Config, error) {
 // log before the next request, and, on a reopen, recovery.
 func (c *Core) open(in vocab.Input) {
 	cfg, _ := c.openConfig(in) // validated
-	c.emitInput(in)
+	c.emitInput(&in)
 	cfg = cfg.withDefaults()
 	cfg.Hooks = c.cfg.Hooks // hook slots change by hooks inputs only
 	c.cfg = cfg
 	c.agent.Ctx.Config.HardStop = cfg.HardStop
-	c.ack(in)
+	c.ack(&in)
 	switch {
 	case !c.opened:
 		c.opened, c.header = true, headerInitial
@@ -252,7 +252,7 @@ func (c *Core) logHeader() {
 // checkpoint input, in a core/snapshot event after it.
 func (c *Core) checkpoint(in vocab.Input) {
 	data, err := c.Snapshot()
-	c.emitInput(in)
+	c.emitInput(&in)
 	if err != nil {
 		c.bug(err)
 		return

@@ -160,14 +160,36 @@ func (m *Machines) payload(kind reqKind, t chart.Record) any {
 	if kind == reqTurn {
 		byIndex = m.payloads[1]
 	}
-	for _, e := range byIndex[t.Index] {
-		if e.from == t.From && e.to == t.To {
+	es := byIndex[t.Index]
+	for i := range es {
+		if e := &es[i]; e.from == t.From && e.to == t.To {
 			return e.p
 		}
 	}
 	p := vocab.TransitionPayload{Machine: t.Machine, From: string(t.From), To: string(t.To), Trigger: string(t.Trigger), Guard: t.Guard, Internal: t.Internal}
 	byIndex[t.Index] = append(byIndex[t.Index], payloadEntry{from: t.From, to: t.To, p: p})
 	return p
+}
+
+// drainedEvents are the turn's Drained events for small claims, boxed
+// once: an event is never changed.
+var drainedEvents = func() (evs [8][2]chart.Event) {
+	for n := range evs {
+		evs[n] = [2]chart.Event{turn.Drained{Messages: n}, turn.Drained{Messages: n, Bypass: true}}
+	}
+	return evs
+}()
+
+// drained returns the turn's Drained event for a claim of n messages.
+func drained(n int, bypass bool) chart.Event {
+	if n < len(drainedEvents) {
+		b := 0
+		if bypass {
+			b = 1
+		}
+		return drainedEvents[n][b]
+	}
+	return turn.Drained{Messages: n, Bypass: bypass}
 }
 
 // ---- agent effects ----
@@ -200,7 +222,7 @@ func (c *Core) agentEffect(eff chart.Effect) {
 		// handled first, by beginTurn
 	case agent.Claimed:
 		c.claim = append(c.claim, f.Messages...)
-		c.enqueue(fireReq{kind: reqTurn, ev: turn.Drained{Messages: len(f.Messages), Bypass: f.Bypass}})
+		c.enqueue(fireReq{kind: reqTurn, ev: drained(len(f.Messages), f.Bypass)})
 	case agent.AbortTurn:
 		c.enqueue(fireReq{kind: reqTurn, ev: turn.Abort{Cause: f.Cause}})
 	case agent.HardStop:
@@ -258,7 +280,12 @@ func (c *Core) beginTurn(f agent.StartTurn) {
 		c.prompt = f.PromptID
 	}
 	c.lastFinish, c.stopReason, c.stepOpen, c.resume = "", "", false, f.Resume
-	c.claim = append(c.claim[:0], f.Claimed...)
+	// The claim takes the effect's slice over: the agent made it for the
+	// effect alone, and nothing else holds it.
+	c.claim = nil
+	if len(f.Claimed) > 0 {
+		c.claim = f.Claimed
+	}
 	c.inTurn = true
 	c.emit(vocab.EventTurnStart, nil)
 	c.runTurn()
@@ -277,12 +304,16 @@ func (c *Core) beginTurn(f agent.StartTurn) {
 	if c.prompt != "" {
 		c.emit(vocab.EventPrompt, vocab.PromptPayload{Prompt: c.prompt, State: "running"})
 	}
-	cfg := turn.Config{Turn: f.Turn, MaxSteps: c.cfg.MaxSteps, AbortGrace: c.cfg.AbortGrace}
+	// The config waits in the machines' scratch: a turn's reqStartTurn is
+	// run before the agent can begin another turn (that takes the end of
+	// this one), so one slot serves.
+	cfg := &c.m.turnCfg
+	*cfg = turn.Config{Turn: f.Turn, MaxSteps: c.cfg.MaxSteps, AbortGrace: c.cfg.AbortGrace}
 	if c.cfg.MaxAttempts > 0 {
 		cfg.Retry = turn.DefaultRetryPolicy()
 		cfg.Retry.MaxAttempts = c.cfg.MaxAttempts
 	}
-	c.enqueue(fireReq{kind: reqStartTurn, cfg: &cfg})
+	c.enqueue(fireReq{kind: reqStartTurn, cfg: cfg})
 }
 
 // runTurn puts the turn that starts into a run: the current one while
@@ -437,6 +468,19 @@ func (c *Core) appendHistory(m vocab.Message) {
 	c.history = append(c.history, m)
 }
 
+// newCall returns a zero call record, a spare one when there is one (see
+// recycle): a batch's calls are dropped with it, except those that go on
+// in the background.
+func (m *Machines) newCall() *call {
+	if n := len(m.calls); n > 0 {
+		cl := m.calls[n-1]
+		m.calls[n-1] = nil
+		m.calls = m.calls[:n-1]
+		return cl
+	}
+	return new(call)
+}
+
 // newPending returns a pending record holding a copy of *p, a spare one
 // when there is one: each model request and tool call would otherwise
 // allocate one (its Work is most of it).
@@ -458,9 +502,18 @@ func (m *Machines) newPending(p *pending) *pending {
 // (a hook's verdict, a timer's owner), and no record outlives the Step
 // that dropped it anywhere else (snapshots copy them).
 func (m *Machines) recycle() {
-	if m.deadTurn == nil && len(m.deadTools) == 0 && len(m.dead) == 0 {
+	m.reply = vocab.Message{}
+	if m.deadTurn == nil && len(m.deadTools) == 0 && len(m.dead) == 0 && len(m.deadCalls) == 0 {
 		return
 	}
+	for i, cl := range m.deadCalls {
+		m.deadCalls[i] = nil
+		if len(m.calls) < 16 {
+			*cl = call{}
+			m.calls = append(m.calls, cl)
+		}
+	}
+	m.deadCalls = m.deadCalls[:0]
 	if m.deadTurn != nil {
 		m.deadTurn.Ctx = turn.Ctx{}
 		m.turns, m.deadTurn = m.deadTurn, nil

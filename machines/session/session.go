@@ -259,10 +259,18 @@ type Machines struct {
 	// current Step, spare from the next (see recycle).
 	pendings, dead   []*pending
 	tools, deadTools []*tool.Instance
-	// guardCalls is loop detection's scratch list of a batch's calls.
+	calls, deadCalls []*call
+	// guardCalls is loop detection's scratch list of a batch's calls;
+	// hashScratch the storage it canonicalizes call arguments in.
 	guardCalls      []loopguard.Call
+	hashScratch     []byte
 	turns, deadTurn *turn.Instance
 	ids             eventIDs
+	// turnCfg is the config of the turn a queued reqStartTurn makes;
+	// reply is the normalized reply of the Step's model.done (cleared by
+	// recycle).
+	turnCfg turn.Config
+	reply   vocab.Message
 }
 
 // payloadEntry is one boxed transition payload: a transition declared on
@@ -457,7 +465,7 @@ func (c *Core) Step(in vocab.Input) (err error) {
 		return vocab.Errorf(vocab.CodeInternal, "session: Step without machines (see Use)")
 	}
 	c.m.recycle()
-	if err := c.Validate(in); err != nil {
+	if err := c.validate(&in); err != nil {
 		return err
 	}
 	// Wall clock only: a time.Now's monotonic reading would order inputs
@@ -475,16 +483,18 @@ func (c *Core) Step(in vocab.Input) (err error) {
 		}
 	}()
 	c.cause = vocab.CancelCause{}
-	if c.stale(in) {
+	if c.stale(&in) {
 		c.emit(vocab.EventInputStale, vocab.StalePayload{Input: in.Kind, Work: in.Work, Reason: "no such outstanding work"})
 		return nil
 	}
-	in = copyInput(in)
-	return c.apply(in)
+	copyInput(&in)
+	return c.apply(&in)
 }
 
 // Validate reports whether Step would reject in, without stepping.
-func (c *Core) Validate(in vocab.Input) error {
+func (c *Core) Validate(in vocab.Input) error { return c.validate(&in) }
+
+func (c *Core) validate(in *vocab.Input) error {
 	if c.closed {
 		return vocab.Errorf(vocab.CodeClosed, "session %s is closed", c.cfg.Session)
 	}
@@ -621,7 +631,7 @@ func (c *Core) Validate(in vocab.Input) error {
 		}
 	case vocab.InStopped:
 	case vocab.InOpen:
-		cfg, err := c.openConfig(in)
+		cfg, err := c.openConfig(*in)
 		if err != nil {
 			return err
 		}
@@ -639,7 +649,7 @@ func (c *Core) Validate(in vocab.Input) error {
 func (c *Core) closing() bool { return c.m.agent.In(c.agent, agent.Closing) || c.closed }
 
 // stale reports whether in answers work that is no longer outstanding.
-func (c *Core) stale(in vocab.Input) bool {
+func (c *Core) stale(in *vocab.Input) bool {
 	switch in.Kind {
 	case vocab.InModelParts, vocab.InModelDone, vocab.InModelFailed, vocab.InToolUpdate, vocab.InToolDone,
 		vocab.InHookDone, vocab.InTimerFired, vocab.InMaintenanceDone, vocab.InSlotGranted:
@@ -888,16 +898,27 @@ func (c *Core) cancel(id uint64, cause vocab.CancelCause) {
 // emit appends an event. Its time is the time of the input being stepped.
 func (c *Core) emit(kind vocab.EventKind, payload any) {
 	c.seq++
-	ev := vocab.Event{ID: c.m.ids.id(c.cfg.Session, c.seq), Session: c.cfg.Session, Seq: c.seq, At: c.now, Kind: kind, Payload: payload}
+	// Written in place, every field: building the 112-byte Event aside
+	// cost a copy into the buffer.
+	evs := c.m.rd.Events
+	if len(evs) == cap(evs) {
+		evs = append(evs, vocab.Event{})
+	} else {
+		evs = evs[:len(evs)+1]
+	}
+	c.m.rd.Events = evs
+	ev := &evs[len(evs)-1]
+	ev.ID, ev.Session, ev.Seq, ev.At, ev.Kind, ev.Payload = c.m.ids.id(c.cfg.Session, c.seq), c.cfg.Session, c.seq, c.now, kind, payload
 	if c.inTurn {
 		ev.Turn, ev.Step = c.turnNo, c.step
+	} else {
+		ev.Turn, ev.Step = 0, 0
 	}
-	c.m.rd.Events = append(c.m.rd.Events, ev)
 }
 
 func (c *Core) result(r Result) { c.m.rd.Results = append(c.m.rd.Results, r) }
 
-func (c *Core) ack(in vocab.Input) {
+func (c *Core) ack(in *vocab.Input) {
 	if in.ID != "" {
 		c.result(Result{Kind: Accepted, Input: in.ID})
 	}

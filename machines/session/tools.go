@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 
@@ -50,6 +51,9 @@ type call struct {
 	lg      loopguard.Call
 	blocked *vocab.ToolResult
 	note    string
+	// logged is the tool/call payload, boxed: tool/execution-start shares
+	// it when the call runs as the model made it.
+	logged any
 }
 
 // spec returns the spec of the tool named name, or nil.
@@ -81,16 +85,23 @@ func (c *Core) admit(calls []vocab.ToolCall) {
 	c.batch = c.batch[:0]
 	stopped := false
 	for _, tc := range calls {
-		cl := &call{Call: tc, skip: stopped, acc: c.accesses(tc)}
+		cl := c.m.newCall()
+		cl.Call, cl.skip, cl.acc = tc, stopped, c.accesses(tc)
 		sp := c.spec(tc.Name)
 		if sp != nil && sp.StopBatch {
 			stopped = true
 		}
 		if !c.cfg.NoLoopDetection {
-			cl.lg = loopguard.Call{ID: tc.ID, Tool: tc.Name, ArgsHash: loopguard.HashArgs(tc.Name, tc.Args), Poll: sp != nil && sp.Poll}
+			var hash uint64
+			hash, c.m.hashScratch = loopguard.HashArgsScratch(tc.Name, tc.Args, c.m.hashScratch)
+			if cap(c.m.hashScratch) > maxHashScratch {
+				c.m.hashScratch = nil // a huge call's storage is not kept
+			}
+			cl.lg = loopguard.Call{ID: tc.ID, Tool: tc.Name, ArgsHash: hash, Poll: sp != nil && sp.Poll}
 		}
 		c.batch = append(c.batch, cl)
-		c.emit(vocab.EventToolCall, vocab.ToolPayload{Call: tc})
+		cl.logged = vocab.ToolPayload{Call: tc}
+		c.emit(vocab.EventToolCall, cl.logged)
 	}
 	if !c.cfg.NoLoopDetection {
 		c.guardBatch()
@@ -99,6 +110,9 @@ func (c *Core) admit(calls []vocab.ToolCall) {
 		c.enqueue(fireReq{kind: reqNewTool, call: cl})
 	}
 }
+
+// maxHashScratch caps the storage kept for canonicalizing call arguments.
+const maxHashScratch = 64 << 10
 
 // guardBatch runs loop detection's admission on the batch before any call
 // runs: a warning becomes a loop/warning event (and the listeners' hook)
@@ -220,7 +234,11 @@ func (c *Core) launch(cl *call) bool {
 	cl.work = c.workSeq
 	if p := c.find(cl.work); !p.waiting {
 		// (A call that waits for a lane slot starts with the grant.)
-		c.emit(vocab.EventToolExecutionStart, vocab.ToolPayload{Call: tc})
+		p := cl.logged
+		if p == nil || tc.ID != cl.Call.ID || tc.Name != cl.Call.Name || !bytes.Equal(tc.Args, cl.Call.Args) || (tc.Args == nil) != (cl.Call.Args == nil) {
+			p = vocab.ToolPayload{Call: tc} // a hook or a person changed it
+		}
+		c.emit(vocab.EventToolExecutionStart, p)
 	}
 	c.enqueue(fireReq{kind: reqTurn, ev: turn.ToolStarted{CallID: cl.Call.ID}})
 	return true

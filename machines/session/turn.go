@@ -182,6 +182,7 @@ func (c *Core) endBatch() {
 			c.bg = append(c.bg, cl) // it goes on in the background
 			continue
 		}
+		c.m.deadCalls = append(c.m.deadCalls, cl) // spare from the next Step on
 		if cl.hook != 0 {
 			c.cancel(cl.hook, vocab.CancelCause{Kind: vocab.CancelUser})
 			cl.hook = 0
@@ -275,7 +276,11 @@ func (c *Core) endTurn(f turn.EndTurn) {
 		// Written only by recovery, for a turn a crash left open.
 		end = vocab.TurnEnd{Kind: vocab.EndInterrupted}
 	}
-	c.emit(vocab.EventTurnEnd, vocab.TurnEndPayload{Reason: end, Steps: f.Steps})
+	if end == (vocab.TurnEnd{Kind: vocab.EndCompleted}) && f.Steps >= 0 && f.Steps < len(turnEndsCompleted) {
+		c.emit(vocab.EventTurnEnd, turnEndsCompleted[f.Steps])
+	} else {
+		c.emit(vocab.EventTurnEnd, vocab.TurnEndPayload{Reason: end, Steps: f.Steps})
+	}
 	switch {
 	case c.prompt != "" && end.Kind == vocab.EndYielded:
 		// The prompt stays open: the next turn resumes it.
@@ -307,8 +312,25 @@ func (c *Core) endTurn(f turn.EndTurn) {
 	c.reply.Reset()
 	c.retireTurn()
 	c.turn, c.prompt, c.step, c.inTurn = nil, "", 0, false
-	c.enqueue(fireReq{kind: reqAgent, ev: agent.TurnEnded{End: f.End}})
+	if f.End == (vocab.TurnEnd{Kind: vocab.EndCompleted}) {
+		c.enqueue(fireReq{kind: reqAgent, ev: turnEndedCompleted})
+	} else {
+		c.enqueue(fireReq{kind: reqAgent, ev: agent.TurnEnded{End: f.End}})
+	}
 }
+
+// The turn/end payloads of turns completed in their first steps and the
+// agent's TurnEnded of a completed turn, boxed once: payloads and events
+// are never changed, so events share them.
+var (
+	turnEndsCompleted = func() (ps [16]any) {
+		for i := range ps {
+			ps[i] = vocab.TurnEndPayload{Reason: vocab.TurnEnd{Kind: vocab.EndCompleted}, Steps: i}
+		}
+		return ps
+	}()
+	turnEndedCompleted chart.Event = agent.TurnEnded{End: vocab.TurnEnd{Kind: vocab.EndCompleted}}
+)
 
 func (c *Core) promptResult(f turn.EndTurn) vocab.PromptResult {
 	switch f.End.Kind {

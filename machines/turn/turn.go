@@ -298,13 +298,17 @@ var (
 		commitResults(c, out)
 	}, "cancel-timer", "commit-results")
 	aEnterDraining = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
+		if c.Step >= 0 && c.Step < len(drainEffects) {
+			out.Emit(drainEffects[c.Step][b2i(c.Concluded)])
+			return
+		}
 		out.Emit(Drain{Step: c.Step, Concluded: c.Concluded})
 	}, "drain")
 	aStopDone = act(func(c *Ctx, _ chart.Event, _ *chart.Out) {
-		c.End = &vocab.TurnEnd{Kind: vocab.EndCompleted}
+		c.End = endCompleted
 	})
 	aYieldDone = act(func(c *Ctx, _ chart.Event, _ *chart.Out) {
-		c.End = &vocab.TurnEnd{Kind: vocab.EndYielded}
+		c.End = endYielded
 	})
 	aMaxSteps = act(func(c *Ctx, _ chart.Event, _ *chart.Out) {
 		c.End = &vocab.TurnEnd{Kind: vocab.EndError, Code: vocab.CodeMaxStepsExceeded,
@@ -316,8 +320,8 @@ var (
 			c.Idle = 0
 		}
 	})
-	aGateEmpty   = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.End = &vocab.TurnEnd{Kind: vocab.EndCompleted} })
-	aGateBlocked = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.End = &vocab.TurnEnd{Kind: vocab.EndBlocked} })
+	aGateEmpty   = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.End = endCompleted })
+	aGateBlocked = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.End = endBlocked })
 	aGateFail    = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		r := ev.(GateRefuse)
 		code := r.Code
@@ -356,14 +360,50 @@ var (
 		}
 	})
 	aEnd = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
-		end := *c.End
-		if end.Kind == vocab.EndCompleted && c.MaxTokens {
-			end = vocab.TurnEnd{Kind: vocab.EndMaxTokens}
-			c.End = &end
+		if c.End.Kind == vocab.EndCompleted && c.MaxTokens {
+			c.End = endMaxTokens
 		}
-		out.Emit(EndTurn{End: end, Steps: c.Step})
+		if *c.End == *endCompleted && c.Step >= 0 && c.Step < len(endCompletedEffects) {
+			out.Emit(endCompletedEffects[c.Step])
+			return
+		}
+		out.Emit(EndTurn{End: *c.End, Steps: c.Step})
 	}, "end-turn")
 )
+
+// The turn ends without details, shared: a Ctx's End is replaced, never
+// changed in place.
+var (
+	endCompleted = &vocab.TurnEnd{Kind: vocab.EndCompleted}
+	endYielded   = &vocab.TurnEnd{Kind: vocab.EndYielded}
+	endBlocked   = &vocab.TurnEnd{Kind: vocab.EndBlocked}
+	endMaxTokens = &vocab.TurnEnd{Kind: vocab.EndMaxTokens}
+)
+
+// drainEffects[step][concluded] and endCompletedEffects[steps] are the
+// Drain and completed EndTurn effects of a turn's first steps, boxed once:
+// an effect is never changed, so fires share them.
+var (
+	drainEffects = func() (effs [16][2]chart.Effect) {
+		for i := range effs {
+			effs[i] = [2]chart.Effect{Drain{Step: i}, Drain{Step: i, Concluded: true}}
+		}
+		return effs
+	}()
+	endCompletedEffects = func() (effs [16]chart.Effect) {
+		for i := range effs {
+			effs[i] = EndTurn{End: *endCompleted, Steps: i}
+		}
+		return effs
+	}()
+)
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 func setAbort(c *Ctx, ev chart.Event) {
 	cause := ev.(Abort).Cause
