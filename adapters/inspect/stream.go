@@ -187,7 +187,12 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
 		changed := h.watch.changed()
 		page, err := h.db.Events(ctx, id, sqlite.EventQuery{From: next, Limit: streamPage, Turns: q.Turns, KindPrefixes: q.KindPrefixes})
 		if err != nil {
-			if ctx.Err() == nil {
+			// A read cut short by the handler's Close (it cancels h.ctx
+			// before it closes the database; ctx follows h.ctx only
+			// through an AfterFunc, which may not have run yet) ends the
+			// stream without a failure message, as the client's leaving
+			// does.
+			if ctx.Err() == nil && h.ctx.Err() == nil {
 				b, _ := json.Marshal(map[string]string{"error": err.Error(), "code": string(vocab.CodeOf(err))})
 				sw.write(fmt.Appendf(nil, "event: failure\ndata: %s\n\n", b))
 			}
