@@ -60,6 +60,15 @@ type Memory struct {
 	kinds     []vocab.EventKind
 	kindCache *[64]kindSlot // made on the first append
 
+	// trans and ins are the arenas of the compact payloads (see
+	// compact.go), in chunks that never move; names are the texts they
+	// index (names[0] is ""), found by nameMap and nameCache.
+	trans     [][]transRec
+	ins       [][]inRec
+	names     []string
+	nameMap   map[string]uint16
+	nameCache *[128]kindSlot
+
 	// Failure injection (FailAfter).
 	failArmed bool
 	failLeft  int
@@ -140,7 +149,7 @@ func fits(n int) bool { return n >= math.MinInt32 && n <= math.MaxInt32 }
 func (m *Memory) event(idx int, r *record) vocab.Event {
 	st := &m.stamps[r.stamp/stampPage][r.stamp%stampPage]
 	ev := vocab.Event{Session: m.session, Seq: m.first + uint64(idx), At: st.at, Kind: m.kinds[r.kind],
-		Turn: int(st.turn), Step: int(st.step), Payload: r.payload}
+		Turn: int(st.turn), Step: int(st.step), Payload: m.payload(r.payload)}
 	if m.others != nil || m.wide != nil {
 		m.exceptions(idx, &ev)
 	}
@@ -208,7 +217,9 @@ func (m *Memory) kindIndex(k vocab.EventKind) uint16 {
 		idx = len(m.kinds)
 		m.kinds = append(m.kinds, k)
 	}
-	if len(k) <= math.MaxUint32 {
+	// The cache keeps only the text kinds holds (and so keeps alive): the
+	// text of another string could be freed and its place reused.
+	if p == uintptr(unsafe.Pointer(unsafe.StringData(string(m.kinds[idx])))) && len(k) <= math.MaxUint32 {
 		*slot = kindSlot{p: p, n: uint32(len(k)), idx: uint16(idx)}
 	}
 	return uint16(idx)
@@ -314,7 +325,7 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 				}
 				m.ids[ci][len(*c)] = ev.ID
 			}
-			*c = append(*c, record{payload: ev.Payload, stamp: m.stampIndex(ev), kind: m.kindIndex(ev.Kind), ownID: own})
+			*c = append(*c, record{payload: m.compact(ev), stamp: m.stampIndex(ev), kind: m.kindIndex(ev.Kind), ownID: own})
 			if ev.Session != m.session {
 				if m.others == nil {
 					m.others = map[int]vocab.ID{}
