@@ -54,6 +54,8 @@ func compactEdgeEvents(seq uint64) []vocab.Event {
 		vocab.TransitionPayload{Machine: "tool", Instance: "c1", From: "a", To: "a", Trigger: "t", Guard: "g", Internal: true},
 		vocab.TransitionPayload{Machine: dyn, From: dyn, To: "xxx", Trigger: strings.Repeat("x", 3), Guard: "g"},
 		vocab.TransitionPayload{},
+		vocab.TransitionPayload{Machine: "tool", Instance: "c2", From: "a", To: "b", Trigger: "t"},
+		vocab.TransitionPayload{Machine: "tool", Instance: "c1", From: "b", To: "c", Trigger: "t"},
 		vocab.Input{Kind: vocab.InModelDone, At: at, Work: 3, Reply: reply, Finish: vocab.FinishReason("toolCalls"), Usage: usage},
 		vocab.Input{Kind: vocab.InToolDone, At: at, ID: "c1", Work: 4, Result: result},
 		vocab.Input{Kind: vocab.InToolDone, At: at.Add(time.Nanosecond), Work: 4, Result: result}, // At not the event's
@@ -118,8 +120,8 @@ func TestMemoryCompactRoundTrip(t *testing.T) {
 	}
 }
 
-// TestMemoryCompactHolds: the payloads of the compact forms are held in
-// the arenas (not as given), and those outside them are held as given.
+// TestMemoryCompactHolds: the inputs an inRec can hold are held in the
+// arena (not as given), and every other payload is held as given.
 func TestMemoryCompactHolds(t *testing.T) {
 	m := NewMemory()
 	evs := compactEdgeEvents(1)
@@ -129,29 +131,26 @@ func TestMemoryCompactHolds(t *testing.T) {
 	var got []string
 	for _, r := range slices.Concat(m.chunks...) {
 		switch r.payload.(type) {
-		case *transRec:
-			got = append(got, "trans")
 		case *inRec:
 			got = append(got, "in")
 		default:
 			got = append(got, "given")
 		}
 	}
-	want := []string{"trans", "trans", "trans", "trans", "in", "in", "in", "in", "given", "given", "given", "given", "given"}
+	want := []string{"given", "given", "given", "given", "given", "given", "in", "in", "in", "in", "given", "given", "given", "given", "given"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("forms (-want +got):\n%s", d)
 	}
 }
 
-// TestCompactFieldsKnown fails when vocab.TransitionPayload or
-// vocab.Input gains or loses a field: compact.go must then learn it (a
-// field it does not know would be dropped from a compact record).
+// TestCompactFieldsKnown fails when vocab.Input gains or loses a field:
+// compact.go must then learn it (a field it does not know would be
+// dropped from a compact record).
 func TestCompactFieldsKnown(t *testing.T) {
 	for _, tc := range []struct {
 		v    any
 		want []string
 	}{
-		{vocab.TransitionPayload{}, []string{"Machine", "Instance", "From", "To", "Trigger", "Guard", "Internal"}},
 		{vocab.Input{}, []string{"Kind", "At", "ID", "Work", "Message", "Key", "Bypass", "Target", "Cause", "KeepInbox",
 			"Resume", "Parts", "Reply", "Finish", "Usage", "Err", "Jitter", "Result", "Text", "Hook", "Slots", "Stuck",
 			"Config", "Approval"}},
@@ -167,15 +166,16 @@ func TestCompactFieldsKnown(t *testing.T) {
 	}
 }
 
-// TestMemoryNameCacheReuse: a name whose text is freed and whose place is
-// reused for another text of the same length is not mistaken for it.
+// TestMemoryNameCacheReuse: a name (here an input kind) whose text is
+// freed and whose place is reused for another text of the same length is
+// not mistaken for it.
 func TestMemoryNameCacheReuse(t *testing.T) {
 	m := NewMemory()
 	var want []vocab.Event
 	for i := range 2000 {
 		name := string([]byte{byte('a' + i%26), byte('a' + i/26%26)}) // fresh text each time
-		ev := vocab.Event{ID: vocab.EventID("s", uint64(i+1)), Session: "s", Seq: uint64(i + 1), Kind: vocab.EventTransition,
-			Payload: vocab.TransitionPayload{Machine: "m", From: name, To: name, Trigger: "t"}}
+		ev := vocab.Event{ID: vocab.EventID("s", uint64(i+1)), Session: "s", Seq: uint64(i + 1), Kind: vocab.EventKind("input/" + name),
+			Payload: vocab.Input{Kind: vocab.InputKind(name), Finish: vocab.FinishReason(name)}}
 		want = append(want, ev)
 		if err := m.Append(t.Context(), []vocab.Event{ev}); err != nil {
 			t.Fatal(err)

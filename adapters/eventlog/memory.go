@@ -30,7 +30,9 @@ import (
 // indexes into small tables, and its id, when it is the one the session
 // core derives (the session, "-", the sequence number in decimal), is not
 // kept at all but made again when the event is read (one small
-// allocation per event read). A whole log holds a record per event it
+// allocation per event read). A model or tool completion input is held
+// in a compact form of its own and rebuilt when read (see compact.go).
+// A whole log holds a record per event it
 // ever took, so this is most of what an in-memory session retains, and
 // of what the garbage collector scans on every cycle.
 type Memory struct {
@@ -60,14 +62,13 @@ type Memory struct {
 	kinds     []vocab.EventKind
 	kindCache *[64]kindSlot // made on the first append
 
-	// trans and ins are the arenas of the compact payloads (see
-	// compact.go), in chunks that never move; names are the texts they
-	// index (names[0] is ""), found by nameMap and nameCache.
-	trans     [][]transRec
+	// ins is the arena of the compact inputs (see compact.go), in chunks
+	// that never move; names are the texts they index (names[0] is ""),
+	// found by nameMap and nameCache.
 	ins       [][]inRec
 	names     []string
 	nameMap   map[string]uint16
-	nameCache *[128]kindSlot
+	nameCache *[16]kindSlot
 
 	// Failure injection (FailAfter).
 	failArmed bool
