@@ -30,9 +30,7 @@ import (
 // indexes into small tables, and its id, when it is the one the session
 // core derives (the session, "-", the sequence number in decimal), is not
 // kept at all but made again when the event is read (one small
-// allocation per event read). A model or tool completion input is held
-// in a compact form of its own and rebuilt when read (see compact.go).
-// A whole log holds a record per event it
+// allocation per event read). A whole log holds a record per event it
 // ever took, so this is most of what an in-memory session retains, and
 // of what the garbage collector scans on every cycle.
 type Memory struct {
@@ -61,14 +59,6 @@ type Memory struct {
 	nstamps   int
 	kinds     []vocab.EventKind
 	kindCache *[64]kindSlot // made on the first append
-
-	// ins is the arena of the compact inputs (see compact.go), in chunks
-	// that never move; names are the texts they index (names[0] is ""),
-	// found by nameMap and nameCache.
-	ins       [][]inRec
-	names     []string
-	nameMap   map[string]uint16
-	nameCache *[16]kindSlot
 
 	// Failure injection (FailAfter).
 	failArmed bool
@@ -150,7 +140,7 @@ func fits(n int) bool { return n >= math.MinInt32 && n <= math.MaxInt32 }
 func (m *Memory) event(idx int, r *record) vocab.Event {
 	st := &m.stamps[r.stamp/stampPage][r.stamp%stampPage]
 	ev := vocab.Event{Session: m.session, Seq: m.first + uint64(idx), At: st.at, Kind: m.kinds[r.kind],
-		Turn: int(st.turn), Step: int(st.step), Payload: m.payload(r.payload)}
+		Turn: int(st.turn), Step: int(st.step), Payload: r.payload}
 	if m.others != nil || m.wide != nil {
 		m.exceptions(idx, &ev)
 	}
@@ -326,7 +316,7 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 				}
 				m.ids[ci][len(*c)] = ev.ID
 			}
-			*c = append(*c, record{payload: m.compact(ev), stamp: m.stampIndex(ev), kind: m.kindIndex(ev.Kind), ownID: own})
+			*c = append(*c, record{payload: ev.Payload, stamp: m.stampIndex(ev), kind: m.kindIndex(ev.Kind), ownID: own})
 			if ev.Session != m.session {
 				if m.others == nil {
 					m.others = map[int]vocab.ID{}

@@ -5,7 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -41,9 +41,10 @@ func goldenEvents(t *testing.T) []vocab.Event {
 	return evs
 }
 
-// compactEdgeEvents returns events whose payloads sit on the edges of
-// Memory's compact forms, numbered from seq.
-func compactEdgeEvents(seq uint64) []vocab.Event {
+// edgeEvents returns transitions and inputs with unusual fields (a
+// dynamic name, an input At other than the event's, a negative zero, an
+// empty slice), numbered from seq.
+func edgeEvents(seq uint64) []vocab.Event {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600))
 	reply := &vocab.Message{ID: "m1", Role: vocab.RoleAssistant}
 	usage := &vocab.Usage{InputTokens: 3, OutputTokens: 4}
@@ -78,12 +79,12 @@ func compactEdgeEvents(seq uint64) []vocab.Event {
 	return evs
 }
 
-// TestMemoryCompactRoundTrip: every event kind (vocab's samples) and the
-// edges of the compact payload forms come back from Events and Since
-// exactly as appended, in batches of every size.
-func TestMemoryCompactRoundTrip(t *testing.T) {
+// TestMemoryRoundTripEveryKind: every event kind (vocab's samples) and
+// some unusual payloads come back from Events and Since exactly as
+// appended (go-cmp), in batches of several sizes.
+func TestMemoryRoundTripEveryKind(t *testing.T) {
 	in := goldenEvents(t)
-	in = append(in, compactEdgeEvents(uint64(len(in)+1))...)
+	in = append(in, edgeEvents(uint64(len(in)+1))...)
 	kinds := map[vocab.EventKind]bool{}
 	for _, ev := range in {
 		kinds[ev.Kind] = true
@@ -120,65 +121,24 @@ func TestMemoryCompactRoundTrip(t *testing.T) {
 	}
 }
 
-// TestMemoryCompactHolds: the inputs an inRec can hold are held in the
-// arena (not as given), and every other payload is held as given.
-func TestMemoryCompactHolds(t *testing.T) {
-	m := NewMemory()
-	evs := compactEdgeEvents(1)
-	if err := m.Append(t.Context(), evs); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, r := range slices.Concat(m.chunks...) {
-		switch r.payload.(type) {
-		case *inRec:
-			got = append(got, "in")
-		default:
-			got = append(got, "given")
-		}
-	}
-	want := []string{"given", "given", "given", "given", "given", "given", "in", "in", "in", "in", "given", "given", "given", "given", "given"}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Fatalf("forms (-want +got):\n%s", d)
-	}
-}
-
-// TestCompactFieldsKnown fails when vocab.Input gains or loses a field:
-// compact.go must then learn it (a field it does not know would be
-// dropped from a compact record).
-func TestCompactFieldsKnown(t *testing.T) {
-	for _, tc := range []struct {
-		v    any
-		want []string
-	}{
-		{vocab.Input{}, []string{"Kind", "At", "ID", "Work", "Message", "Key", "Bypass", "Target", "Cause", "KeepInbox",
-			"Resume", "Parts", "Reply", "Finish", "Usage", "Err", "Jitter", "Result", "Text", "Hook", "Slots", "Stuck",
-			"Config", "Approval"}},
-	} {
-		typ := reflect.TypeOf(tc.v)
-		var got []string
-		for i := range typ.NumField() {
-			got = append(got, typ.Field(i).Name)
-		}
-		if d := cmp.Diff(tc.want, got); d != "" {
-			t.Errorf("%s fields changed; update compact.go (-known +now):\n%s", typ, d)
-		}
-	}
-}
-
-// TestMemoryNameCacheReuse: a name (here an input kind) whose text is
-// freed and whose place is reused for another text of the same length is
-// not mistaken for it.
-func TestMemoryNameCacheReuse(t *testing.T) {
+// TestMemoryKindCacheReuse: a kind whose text is freed and whose place is
+// reused for another text of the same length is not mistaken for it (the
+// kind cache remembers only texts the log holds). The reuse depends on
+// the allocator, so this exercises the path rather than reproducing the
+// old aliasing on every run.
+func TestMemoryKindCacheReuse(t *testing.T) {
 	m := NewMemory()
 	var want []vocab.Event
 	for i := range 2000 {
-		name := string([]byte{byte('a' + i%26), byte('a' + i/26%26)}) // fresh text each time
-		ev := vocab.Event{ID: vocab.EventID("s", uint64(i+1)), Session: "s", Seq: uint64(i + 1), Kind: vocab.EventKind("input/" + name),
-			Payload: vocab.Input{Kind: vocab.InputKind(name), Finish: vocab.FinishReason(name)}}
-		want = append(want, ev)
+		kind := "input/" + string([]byte{byte('a' + i%26), byte('a' + i/26%26)}) // fresh text each time
+		ev := vocab.Event{ID: vocab.EventID("s", uint64(i+1)), Session: "s", Seq: uint64(i + 1), Kind: vocab.EventKind(kind)}
 		if err := m.Append(t.Context(), []vocab.Event{ev}); err != nil {
 			t.Fatal(err)
+		}
+		ev.Kind = vocab.EventKind(strings.Clone(kind)) // the appended text may be freed
+		want = append(want, ev)
+		if i%64 == 0 {
+			runtime.GC()
 		}
 	}
 	if d := cmp.Diff(want, m.Events()); d != "" {
