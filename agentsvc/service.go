@@ -24,7 +24,6 @@ import (
 	"iter"
 	"log/slog"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -182,10 +181,7 @@ type Service struct {
 
 	errors *hooks.Slot[*ErrorContext]
 
-	slotMu   sync.Mutex
-	slotSet  bool
-	slotMask uint16
-	slotList []vocab.HookName
+	slotCache atomic.Pointer[slotSet] // the last answer of slots; nil before the first
 }
 
 // StepInfo locates a step.
@@ -377,10 +373,8 @@ func (s *Service) slots() []vocab.HookName {
 			mask |= 1 << i
 		}
 	}
-	s.slotMu.Lock()
-	defer s.slotMu.Unlock()
-	if s.slotSet && mask == s.slotMask {
-		return s.slotList
+	if c := s.slotCache.Load(); c != nil && c.mask == mask {
+		return c.list
 	}
 	var out []vocab.HookName
 	for i, h := range [...]vocab.HookName{vocab.HookWillBeginStep, vocab.HookDidFinishStep, vocab.HookTurnStopping,
@@ -389,8 +383,15 @@ func (s *Service) slots() []vocab.HookName {
 			out = append(out, h)
 		}
 	}
-	s.slotMask, s.slotList, s.slotSet = mask, out, true
+	s.slotCache.Store(&slotSet{mask: mask, list: out})
 	return out
+}
+
+// slotSet is an answer of Service.slots: the slots with handlers, as a
+// mask and as the list it stands for (never changed once made).
+type slotSet struct {
+	mask uint16
+	list []vocab.HookName
 }
 
 func failed(err error) vocab.HookVerdict {

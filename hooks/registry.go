@@ -3,6 +3,7 @@ package hooks
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Option adjusts where [Slot.Register] or [SerialSlot.Register] places an
@@ -68,12 +69,23 @@ type entry[H any] struct {
 // registry is the ordered, concurrency-safe list shared by both slot types.
 //
 // The entries slice is copy-on-write: it is never modified in place once
-// published, so a snapshot is just the slice read under the lock.
+// published. Writers (register, remove) serialise on mu and publish each new
+// slice through pub, so a snapshot is one atomic load, without the lock: a
+// run, or a count of the entries, costs no lock however often it is asked
+// for. A snapshot taken after a Register or Remove returned sees its change
+// (the store happens before the writer's unlock and return).
 type registry[H any] struct {
 	name    string
 	mu      sync.Mutex
 	seq     uint64
-	entries []entry[H]
+	entries []entry[H]                 // the published entries; written under mu
+	pub     atomic.Pointer[[]entry[H]] // &entries as last published; nil while none
+}
+
+// publish makes next the registry's entries (under mu).
+func (r *registry[H]) publish(next []entry[H]) {
+	r.entries = next
+	r.pub.Store(&next)
 }
 
 func (r *registry[H]) register(id string, h H, isNil bool, opts []Option) (Handle, error) {
@@ -121,7 +133,7 @@ func (r *registry[H]) register(id string, h H, isNil bool, opts []Option) (Handl
 	}
 	r.seq++
 	next = slices.Insert(next, at, entry[H]{id: id, seq: r.seq, h: h})
-	r.entries = next
+	r.publish(next)
 	return Handle{owner: r, id: id, seq: r.seq}, nil
 }
 
@@ -134,7 +146,7 @@ func (r *registry[H]) removeWhere(match func(entry[H]) bool) bool {
 	if i < 0 {
 		return false
 	}
-	r.entries = slices.Delete(slices.Clone(r.entries), i, i+1)
+	r.publish(slices.Delete(slices.Clone(r.entries), i, i+1))
 	return true
 }
 
@@ -155,9 +167,11 @@ func (r *registry[H]) ids() []string {
 	return ids
 }
 
-// snapshot returns the current entries. The result must not be modified.
+// snapshot returns the current entries, without taking the lock. The
+// result must not be modified.
 func (r *registry[H]) snapshot() []entry[H] {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.entries
+	if p := r.pub.Load(); p != nil {
+		return *p
+	}
+	return nil
 }

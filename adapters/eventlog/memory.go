@@ -208,7 +208,9 @@ func (m *Memory) kindIndex(k vocab.EventKind) uint16 {
 		idx = len(m.kinds)
 		m.kinds = append(m.kinds, k)
 	}
-	if len(k) <= math.MaxUint32 {
+	// The cache keeps only the text kinds holds (and so keeps alive): the
+	// text of another string could be freed and its place reused.
+	if p == uintptr(unsafe.Pointer(unsafe.StringData(string(m.kinds[idx])))) && len(k) <= math.MaxUint32 {
 		*slot = kindSlot{p: p, n: uint32(len(k)), idx: uint16(idx)}
 	}
 	return uint16(idx)
