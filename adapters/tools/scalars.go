@@ -215,9 +215,7 @@ func number(data []byte, i int, k reflect.Kind, f reflect.Value) (int, bool) {
 	}
 	// JSON's grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
 	intStart := i
-	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
-		i++
-	}
+	i = skipDigits(data, i)
 	digits := data[intStart:i]
 	if len(digits) == 0 || len(digits) > 1 && digits[0] == '0' {
 		return 0, false
@@ -225,13 +223,8 @@ func number(data []byte, i int, k reflect.Kind, f reflect.Value) (int, bool) {
 	whole := true
 	if i < len(data) && data[i] == '.' {
 		whole = false
-		i++
-		n := i
-		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
-			i++
-		}
-		if i == n {
-			return 0, false
+		if i = skipDigits(data, i+1); data[i-1] == '.' {
+			return 0, false // no digit after the point
 		}
 	}
 	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
@@ -241,10 +234,7 @@ func number(data []byte, i int, k reflect.Kind, f reflect.Value) (int, bool) {
 			i++
 		}
 		n := i
-		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
-			i++
-		}
-		if i == n {
+		if i = skipDigits(data, i); i == n {
 			return 0, false
 		}
 	}
@@ -294,4 +284,13 @@ func number(data []byte, i int, k reflect.Kind, f reflect.Value) (int, bool) {
 		return 0, false
 	}
 	return i, true
+}
+
+// skipDigits returns the index of the first byte of data from i on that
+// is not an ASCII digit.
+func skipDigits(data []byte, i int) int {
+	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+		i++
+	}
+	return i
 }

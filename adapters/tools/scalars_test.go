@@ -65,7 +65,7 @@ func TestDecodeScalars(t *testing.T) {
 		ok bool
 	}{
 		{`{}`, true}, {`{"s":"a","i":-12,"b":false,"Bare":1}`, true}, {`{"i8":-128,"u16":65535}`, true},
-		{`{"f32":1.5,"f":-2e-3}`, true}, {`{"s":null}`, true},
+		{`{"f32":1.5,"f":-2e-3}`, true}, {`{"s":null}`, true}, {`{"f":1.5e+3}`, true}, {`{"f":1.}`, false}, {`{"f":1e}`, false}, {`{"f":1.e3}`, false},
 		{`{"i8":128}`, false}, {`{"u":-0}`, false}, {`{"s":"a\"b"}`, false}, {`{"i":"1"}`, false}, {`{"S":"a"}`, false},
 		{`{"s":"a","s":"b"}`, false}, {`{"skip":1}`, false}, {`{"s":"a",}`, false}, {`{"s":"a"} x`, false}, {`null`, false},
 	} {
