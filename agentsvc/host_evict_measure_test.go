@@ -173,22 +173,7 @@ func TestHostReloadLatency(t *testing.T) {
 	var msgs int
 	for i := range n {
 		id := vocab.ID(fmt.Sprintf("r%06d", i))
-		svc, err := h.Open(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, text := range []string{"what is the question?", "look it up", "thanks"} {
-			p, err := svc.SubmitText(text)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res, err := p.Wait(ctx); err != nil || res.Kind != vocab.PromptCompleted {
-				t.Fatalf("prompt %v %v", res, err)
-			}
-		}
-		if err := svc.WhenIdle(ctx); err != nil {
-			t.Fatal(err)
-		}
+		svc := promptedSession(t, h, id, "what is the question?", "look it up", "thanks")
 		if i == 0 {
 			snap, _ := svc.Snapshot(ctx)
 			events, msgs = snap.Seq, snap.History.Len()

@@ -702,16 +702,18 @@ func TestHostReloadKeepsCheckpointing(t *testing.T) {
 	}
 }
 
-// promptedSession opens session id of h and runs one prompt of text on
-// it to completion, until the session rests.
-func promptedSession(t *testing.T, h *agentsvc.Host, id vocab.ID, text string) *agentsvc.Service {
+// promptedSession opens session id of h and runs a prompt of each text
+// on it, one after another, to completion, until the session rests.
+func promptedSession(t *testing.T, h *agentsvc.Host, id vocab.ID, texts ...string) *agentsvc.Service {
 	t.Helper()
 	svc, err := h.Open(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := runPrompt(t, svc, text); res.Kind != vocab.PromptCompleted {
-		t.Fatalf("%v", res)
+	for _, text := range texts {
+		if res := runPrompt(t, svc, text); res.Kind != vocab.PromptCompleted {
+			t.Fatalf("%v", res)
+		}
 	}
 	if err := svc.WhenIdle(t.Context()); err != nil {
 		t.Fatal(err)

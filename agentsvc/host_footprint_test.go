@@ -28,42 +28,22 @@ func TestHostResidentFootprint(t *testing.T) {
 	if n == 0 {
 		t.Skip("a measurement: run with -host.sessions=N")
 	}
-	heap := func() uint64 {
-		runtime.GC()
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
 	st := memory.New()
 	h := footprintHost(t, agentsvc.HostOptions{Store: st})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	g0, h0, r0 := runtime.NumGoroutine(), heap(), rss(t)
+	g0, h0, r0 := runtime.NumGoroutine(), heapAfterGC(), rss(t)
 	start := time.Now()
 	events := uint64(0)
 	for i := range n {
-		svc, err := h.Open(ctx, vocab.ID(fmt.Sprintf("s%07d", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := svc.SubmitText("hi")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res, err := p.Wait(ctx); err != nil || res.Kind != vocab.PromptCompleted {
-			t.Fatalf("prompt %v %v", res, err)
-		}
-		if err := svc.WhenIdle(ctx); err != nil {
-			t.Fatal(err)
-		}
+		svc := promptedSession(t, h, vocab.ID(fmt.Sprintf("s%07d", i)), "hi")
 		if i == 0 {
 			snap, _ := svc.Snapshot(ctx)
 			events = snap.Seq
 		}
 	}
 	took := time.Since(start)
-	h1, r1, g1 := heap(), rss(t), runtime.NumGoroutine()
+	h1, r1, g1 := heapAfterGC(), rss(t), runtime.NumGoroutine()
 	t.Logf("%d resident idle sessions (one prompt each, %d events and 2 messages of history each, kept by the memory store too): heap %d bytes per session, RSS %d MB → %d MB, goroutines %d → %d; opening and running them took %v (%.0f µs each)",
 		n, events, int64(h1-h0)/int64(n), r0>>20, r1>>20, g0, g1, took.Round(time.Millisecond), float64(took.Microseconds())/float64(n))
 	if g1 > g0+2 {
