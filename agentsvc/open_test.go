@@ -164,7 +164,7 @@ func TestOpenRefusesADamagedLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := vocab.Event{ID: vocab.EventID("bad", 1), Session: "bad", Seq: 1, At: time.Unix(1, 0), Kind: vocab.EventTurnStart}
+	ev := vocab.Event{Session: "bad", Seq: 1, At: time.Unix(1, 0), Kind: vocab.EventTurnStart}
 	if err := st.Append(ctx, "bad", claim, []vocab.Event{ev}); err != nil {
 		t.Fatal(err)
 	}

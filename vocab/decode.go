@@ -207,12 +207,14 @@ func decodeInput(kind EventKind, raw []byte) (any, error) {
 // rather than misread it.
 const EventVersion = 1
 
-// MarshalJSON encodes e with its envelope version first.
+// MarshalJSON encodes e with its envelope version first, then its id
+// (see Event.ID).
 func (e Event) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
-		V int `json:"v"`
+		V  int `json:"v"`
+		ID ID  `json:"id"`
 		eventFields
-	}{EventVersion, eventFields(e)})
+	}{EventVersion, e.ID(), eventFields(e)})
 }
 
 // eventFields is Event without its methods, so that UnmarshalJSON can
@@ -226,11 +228,14 @@ type eventFields Event
 // It does not fail on a kind this version does not know: the event is kept
 // whole with its payload as a RawPayload, and the reader decides what to do
 // with it (KnownKind tells). A malformed envelope, or a payload that does
-// not decode as its kind's type, is an *Error with code CodeBadInput; *e is
-// left unchanged then.
+// not decode as its kind's type, is an *Error with code CodeBadInput; so is
+// an "id" other than the one the event derives (EventID of its session and
+// sequence number; an event without one is taken as it is). *e is left
+// unchanged then.
 func (e *Event) UnmarshalJSON(data []byte) error {
 	var aux struct {
-		V int `json:"v"`
+		V  int `json:"v"`
+		ID ID  `json:"id"`
 		eventFields
 		// Payload shadows eventFields.Payload: it is decoded by kind below.
 		Payload json.RawMessage `json:"payload"`
@@ -242,6 +247,9 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		return Errorf(CodeSchema, "vocab: event %d (%s) has envelope version %d; this version reads up to %d", aux.Seq, aux.Kind, aux.V, EventVersion)
 	}
 	ev := Event(aux.eventFields)
+	if aux.ID != "" && !IsEventID(aux.ID, ev.Session, ev.Seq) {
+		return Errorf(CodeBadInput, "vocab: event %d of session %q has id %q; its id is %q", ev.Seq, ev.Session, aux.ID, ev.ID())
+	}
 	payload, err := decodePayload(ev.Kind, aux.Payload, false)
 	if err != nil && !errors.Is(err, ErrUnknownKind) {
 		return err

@@ -206,7 +206,7 @@ func goldenEvents() []vocab.Event {
 	for i, c := range cases {
 		seq := uint64(i + 1)
 		events[i] = vocab.Event{
-			ID: vocab.EventID(session, seq), Session: session, Seq: seq,
+			Session: session, Seq: seq,
 			At:   goldenT0.Add(time.Duration(seq) * 1500 * time.Millisecond),
 			Kind: c.kind, Turn: c.turn, Step: c.step, Payload: c.payload,
 		}
@@ -387,7 +387,7 @@ func TestDecodeUnknownKind(t *testing.T) {
 	if err := json.Unmarshal([]byte(data), &ev); err != nil {
 		t.Fatalf("decoding an unknown kind failed: %v", err)
 	}
-	want := vocab.Event{ID: "S-7", Session: "S", Seq: 7, At: goldenT0, Kind: "future/thing", Turn: 2,
+	want := vocab.Event{Session: "S", Seq: 7, At: goldenT0, Kind: "future/thing", Turn: 2,
 		Payload: vocab.RawPayload(`{"b":[1,2],"a":"x"}`)}
 	if diff := cmp.Diff(want, ev); diff != "" {
 		t.Errorf("decode (-want +got):\n%s", diff)
@@ -463,7 +463,7 @@ func TestDecodeMalformed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := vocab.Event{ID: "keep", Seq: 99}
+			before := vocab.Event{Session: "keep", Seq: 99}
 			ev := before
 			err := json.Unmarshal([]byte(tt.data), &ev)
 			var ve *vocab.Error
@@ -514,7 +514,7 @@ func TestDecodeAbsentPayload(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"id":"S-2","session":"S","seq":2,"at":"2025-03-01T12:00:00Z","kind":"step/start"}`), &ev); err != nil {
 		t.Fatal(err)
 	}
-	want := vocab.Event{ID: "S-2", Session: "S", Seq: 2, At: goldenT0, Kind: vocab.EventStepStart}
+	want := vocab.Event{Session: "S", Seq: 2, At: goldenT0, Kind: vocab.EventStepStart}
 	if diff := cmp.Diff(want, ev); diff != "" {
 		t.Errorf("decode into a used event (-want +got):\n%s", diff)
 	}
@@ -585,6 +585,64 @@ func TestFinishInterrupted(t *testing.T) {
 	}
 	if vocab.FinishInterrupted != "interrupted" {
 		t.Errorf("FinishInterrupted = %q", vocab.FinishInterrupted)
+	}
+}
+
+// TestIsEventID: IsEventID accepts exactly the ids EventID makes (no
+// leading zero, no other prefix or separator, every digit).
+func TestIsEventID(t *testing.T) {
+	for _, tc := range []struct {
+		id, session vocab.ID
+		seq         uint64
+		want        bool
+	}{
+		{"s-1", "s", 1, true}, {"s-10", "s", 10, true}, {"s-0", "s", 0, true},
+		{"s-18446744073709551615", "s", 1<<64 - 1, true}, {"-1", "", 1, true},
+		{"s-01", "s", 1, false}, {"s-1", "s", 11, false}, {"s-11", "s", 1, false}, {"s-", "s", 1, false},
+		{"t-1", "s", 1, false}, {"s_1", "s", 1, false}, {"", "s", 1, false}, {"s-1", "", 1, false},
+		{"ss-1", "s", 1, false}, {"s-1x", "s", 1, false},
+	} {
+		if got := vocab.IsEventID(tc.id, tc.session, tc.seq); got != tc.want {
+			t.Errorf("IsEventID(%q, %q, %d) = %v, want %v", tc.id, tc.session, tc.seq, got, tc.want)
+		}
+		if tc.want {
+			if id := vocab.EventID(tc.session, tc.seq); id != tc.id {
+				t.Errorf("EventID(%q, %d) = %q, want %q", tc.session, tc.seq, id, tc.id)
+			}
+		}
+	}
+}
+
+// TestEventIDEncoding: an event's id is derived, never stored; it is
+// encoded as "id" right after the version, and a decoded "id" other than
+// the derived one is refused (a log whose envelope was altered), while an
+// event without one decodes.
+func TestEventIDEncoding(t *testing.T) {
+	ev := vocab.Event{Session: "S", Seq: 12, At: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC), Kind: vocab.EventAgentStart}
+	if ev.ID() != "S-12" {
+		t.Fatalf("ID() = %q, want S-12", ev.ID())
+	}
+	b, err := json.Marshal(ev)
+	if err != nil || !strings.HasPrefix(string(b), `{"v":1,"id":"S-12","session":"S","seq":12,`) {
+		t.Fatalf("encoding %s (%v): want the version, then the id", b, err)
+	}
+	var back vocab.Event
+	if err := json.Unmarshal(b, &back); err != nil || back.ID() != "S-12" || back.Seq != 12 {
+		t.Fatalf("decoding %s: %+v, %v", b, back, err)
+	}
+	for _, bad := range []string{
+		`{"id":"S-13","session":"S","seq":12,"at":"2025-03-01T12:00:00Z","kind":"agent/start"}`,
+		`{"id":"01J9Z3NDEKTSV4RRFFQ69G5FAV","session":"S","seq":12,"at":"2025-03-01T12:00:00Z","kind":"agent/start"}`,
+		`{"id":"T-12","session":"S","seq":12,"at":"2025-03-01T12:00:00Z","kind":"agent/start"}`,
+	} {
+		keep := back
+		err := json.Unmarshal([]byte(bad), &keep)
+		if vocab.CodeOf(err) != vocab.CodeBadInput || keep != back {
+			t.Errorf("decoding %s: %v (event %+v), want %s and the event unchanged", bad, err, keep, vocab.CodeBadInput)
+		}
+	}
+	if err := json.Unmarshal([]byte(`{"session":"S","seq":3,"at":"2025-03-01T12:00:00Z","kind":"agent/start"}`), &back); err != nil || back.ID() != "S-3" {
+		t.Errorf("an event without an id: %v, id %q", err, back.ID())
 	}
 }
 

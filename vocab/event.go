@@ -118,10 +118,11 @@ const InputEventPrefix = "input/"
 
 // Event is one audited fact about a session. Seq is dense and increasing per
 // session; Turn and Step are zero outside a turn or step.
+//
+// An event's id is not stored: it is EventID(Session, Seq) (see ID), so
+// replaying a session's inputs reproduces every id, and an event costs no
+// id text until someone asks for it.
 type Event struct {
-	// ID is EventID(Session, Seq): derived, not drawn, so replaying a
-	// session's inputs reproduces every event id. It is not a ULID.
-	ID      ID        `json:"id"`
 	Session ID        `json:"session"`
 	Seq     uint64    `json:"seq"`
 	At      time.Time `json:"at"`
@@ -135,6 +136,10 @@ type Event struct {
 	Payload any `json:"payload,omitempty"`
 }
 
+// ID returns the event's id, EventID(e.Session, e.Seq). Each call builds
+// it anew (one allocation); encoded events carry it as "id".
+func (e Event) ID() ID { return EventID(e.Session, e.Seq) }
+
 // EventID returns the id of the event numbered seq in session: the session
 // id, a dash and seq in decimal, e.g. "01J9Z3NDEKTSV4RRFFQ69G5FAV-42". It
 // is deterministic, so a replay reproduces it, and costs one allocation.
@@ -147,6 +152,25 @@ func EventID(session ID, seq uint64) ID {
 	b = strconv.AppendUint(b, seq, 10)
 	// b is never written again, so the string stays immutable.
 	return ID(unsafe.String(unsafe.SliceData(b), len(b)))
+}
+
+// IsEventID reports whether id is EventID(session, seq), without building
+// it.
+func IsEventID(id, session ID, seq uint64) bool {
+	n := len(session)
+	if len(id) < n+2 || id[n] != '-' || id[:n] != session {
+		return false
+	}
+	for i := len(id) - 1; i > n; i-- {
+		if id[i] != '0'+byte(seq%10) {
+			return false
+		}
+		seq /= 10
+		if seq == 0 {
+			return i == n+1
+		}
+	}
+	return false
 }
 
 // EventIDs makes event ids like EventID, cutting them from shared,

@@ -794,9 +794,6 @@ func (s *laneSim) checkEnvelope(evs []vocab.Event) {
 		if ev.Session != session {
 			t.Errorf("seq %d: session %q, want %q", ev.Seq, ev.Session, session)
 		}
-		if want := vocab.EventID(session, ev.Seq); ev.ID != want {
-			t.Errorf("seq %d: id %q, want %q", ev.Seq, ev.ID, want)
-		}
 		if i > 0 && ev.At.Before(evs[i-1].At) {
 			t.Errorf("seq %d: time goes back", ev.Seq)
 		}

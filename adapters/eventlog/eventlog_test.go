@@ -865,10 +865,10 @@ func TestMemoryRoundTrip(t *testing.T) {
 	m := NewMemory()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600))
 	in := []vocab.Event{
-		{ID: "s1-7", Session: "s1", Seq: 7, At: at, Kind: vocab.EventTurnStart, Turn: 3, Step: 2},
-		{ID: "s2-8", Session: "s2", Seq: 8, At: at.Add(time.Second), Kind: vocab.EventUsage, Payload: vocab.StatusPayload{Status: "x"}},
-		{ID: "s1-9", Session: "s1", Seq: 9, Kind: vocab.EventTurnEnd, Turn: math.MaxInt32 + 1, Step: math.MinInt32 - 1},
-		{ID: "s1-10", Session: "s1", Seq: 10, Kind: vocab.EventTurnEnd, Turn: -4, Step: math.MaxInt32},
+		{Session: "s1", Seq: 7, At: at, Kind: vocab.EventTurnStart, Turn: 3, Step: 2},
+		{Session: "s2", Seq: 8, At: at.Add(time.Second), Kind: vocab.EventUsage, Payload: vocab.StatusPayload{Status: "x"}},
+		{Session: "s1", Seq: 9, Kind: vocab.EventTurnEnd, Turn: math.MaxInt32 + 1, Step: math.MinInt32 - 1},
+		{Session: "s1", Seq: 10, Kind: vocab.EventTurnEnd, Turn: -4, Step: math.MaxInt32},
 	}
 	if err := m.Append(ctx, in); err != nil {
 		t.Fatal(err)
@@ -927,51 +927,5 @@ func TestFeedOverMemory(t *testing.T) {
 	f.Close()
 	if r := <-got; r.err != nil || !slices.Equal(r.seqs, seqRange(3, 25)) {
 		t.Fatalf("subscriber got %v, %v; want 3..25", r.seqs, r.err)
-	}
-}
-
-// TestMemoryIDs: an id the session core derives (session "-" seq) is not
-// kept but made again on read; any other id (empty, a leading zero, too
-// few or too many digits, another prefix) is kept as is, in any chunk.
-func TestMemoryIDs(t *testing.T) {
-	for _, tc := range []struct {
-		id, session vocab.ID
-		seq         uint64
-		want        bool
-	}{
-		{"s-1", "s", 1, true}, {"s-10", "s", 10, true}, {"s-18446744073709551615", "s", math.MaxUint64, true},
-		{"s-01", "s", 1, false}, {"s-1", "s", 11, false}, {"s-11", "s", 1, false}, {"s-", "s", 1, false},
-		{"t-1", "s", 1, false}, {"s_1", "s", 1, false}, {"", "s", 1, false}, {"s-1", "", 1, false}, {"-1", "", 1, true},
-		{"ss-1", "s", 1, false}, {"s-1x", "s", 1, false},
-	} {
-		if got := derivedID(tc.id, tc.session, tc.seq); got != tc.want {
-			t.Errorf("derivedID(%q, %q, %d) = %v, want %v", tc.id, tc.session, tc.seq, got, tc.want)
-		}
-		if tc.want && makeID(tc.session, tc.seq) != tc.id {
-			t.Errorf("makeID(%q, %d) = %q, want %q", tc.session, tc.seq, makeID(tc.session, tc.seq), tc.id)
-		}
-	}
-	ctx := t.Context()
-	m := NewMemory()
-	var in []vocab.Event
-	for seq := uint64(1); seq <= 3*chunkSize; seq++ {
-		id := vocab.ID(fmt.Sprintf("S-%d", seq))
-		switch {
-		case seq%97 == 0:
-			id = ""
-		case seq%89 == 0:
-			id = vocab.ID(fmt.Sprintf("S-0%d", seq))
-		case seq > chunkSize && seq < 2*chunkSize:
-			id = vocab.ID(fmt.Sprintf("ulid%d", seq)) // a chunk of ids of their own
-		}
-		in = append(in, vocab.Event{ID: id, Session: "S", Seq: seq, Kind: vocab.EventUsage})
-	}
-	for i := 0; i < len(in); i += 5 {
-		if err := m.Append(ctx, in[i:min(i+5, len(in))]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := m.Events(); !reflect.DeepEqual(got, in) {
-		t.Fatal("Events differ from what was appended")
 	}
 }

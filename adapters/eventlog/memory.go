@@ -6,8 +6,6 @@ import (
 	"math"
 	"math/bits"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -27,10 +25,8 @@ import (
 // neighbours (24 bytes instead of a vocab.Event's 112, and two pointers
 // instead of six): its sequence number is its position, its session the
 // log's (see session), its time, turn and step (its stamp) and its kind
-// indexes into small tables, and its id, when it is the one the session
-// core derives (the session, "-", the sequence number in decimal), is not
-// kept at all but made again when the event is read (one small
-// allocation per event read). A whole log holds a record per event it
+// indexes into small tables (an event's id is derived, see vocab.Event.ID).
+// A whole log holds a record per event it
 // ever took, so this is most of what an in-memory session retains, and
 // of what the garbage collector scans on every cycle.
 type Memory struct {
@@ -39,9 +35,6 @@ type Memory struct {
 	// (chunkCap). A record is never changed once appended, so a reader may
 	// use a chunk's slice header taken under mu after releasing it.
 	chunks [][]record
-	// ids holds, by chunk, the ids records do not derive (ownID); a
-	// chunk's slice is made, with the chunk's room, on its first such id.
-	ids    [][]vocab.ID
 	n      int
 	first  uint64 // seq of the first event held; 0 while empty
 	closed bool
@@ -86,51 +79,17 @@ const (
 // are indexes into the log's tables (the events of a step share their
 // time, turn and step, and kinds are few), so the collector, which visits
 // every record of a log on each of its cycles, finds two pointers in it
-// (the payload) instead of six. Its id is derived from its session and
-// sequence number unless ownID is set (see derivedID).
+// (the payload) instead of six.
 type record struct {
 	payload any
 	stamp   uint32 // index in stamps
 	kind    uint16 // index in kinds
-	ownID   bool   // the id is in Memory.ids, not derived
 }
 
 // stamp is the time, turn and step that consecutive events share.
 type stamp struct {
 	at         time.Time
 	turn, step int32
-}
-
-// derivedID reports whether id is session + "-" + seq in decimal (no
-// leading zero): the id the session core gives every event, which a
-// record need not keep.
-func derivedID(id, session vocab.ID, seq uint64) bool {
-	n := len(session)
-	if len(id) < n+2 || id[n] != '-' || id[:n] != session {
-		return false
-	}
-	for i := len(id) - 1; i > n; i-- {
-		if id[i] != '0'+byte(seq%10) {
-			return false
-		}
-		seq /= 10
-		if seq == 0 {
-			return i == n+1
-		}
-	}
-	return false
-}
-
-// makeID returns session + "-" + seq in decimal (see derivedID).
-func makeID(session vocab.ID, seq uint64) vocab.ID {
-	var digits [20]byte
-	d := strconv.AppendUint(digits[:0], seq, 10)
-	var b strings.Builder
-	b.Grow(len(session) + 1 + len(d))
-	b.WriteString(string(session))
-	b.WriteByte('-')
-	b.Write(d)
-	return vocab.ID(b.String())
 }
 
 // fits reports whether n fits a stamp's turn or step.
@@ -143,12 +102,6 @@ func (m *Memory) event(idx int, r *record) vocab.Event {
 		Turn: int(st.turn), Step: int(st.step), Payload: r.payload}
 	if m.others != nil || m.wide != nil {
 		m.exceptions(idx, &ev)
-	}
-	if r.ownID {
-		ci, off := locate(idx)
-		ev.ID = m.ids[ci][off]
-	} else {
-		ev.ID = makeID(ev.Session, ev.Seq)
 	}
 	return ev
 }
@@ -302,21 +255,12 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 	for len(batch) > 0 {
 		if n := len(m.chunks); n == 0 || len(m.chunks[n-1]) == chunkCap(n-1) {
 			m.chunks = append(m.chunks, make([]record, 0, chunkCap(n)))
-			m.ids = append(m.ids, nil)
 		}
-		ci := len(m.chunks) - 1
-		c := &m.chunks[ci]
+		c := &m.chunks[len(m.chunks)-1]
 		k := min(cap(*c)-len(*c), len(batch))
 		for i := range batch[:k] {
 			ev := &batch[i]
-			own := !derivedID(ev.ID, ev.Session, ev.Seq)
-			if own {
-				if m.ids[ci] == nil {
-					m.ids[ci] = make([]vocab.ID, cap(*c))
-				}
-				m.ids[ci][len(*c)] = ev.ID
-			}
-			*c = append(*c, record{payload: ev.Payload, stamp: m.stampIndex(ev), kind: m.kindIndex(ev.Kind), ownID: own})
+			*c = append(*c, record{payload: ev.Payload, stamp: m.stampIndex(ev), kind: m.kindIndex(ev.Kind)})
 			if ev.Session != m.session {
 				if m.others == nil {
 					m.others = map[int]vocab.ID{}

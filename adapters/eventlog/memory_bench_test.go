@@ -31,7 +31,7 @@ func BenchmarkMemoryAppend(b *testing.B) {
 		}
 		for i := range evs {
 			seq++
-			evs[i] = vocab.Event{ID: "S-x", Session: "S", Seq: seq, At: at.Add(time.Duration(seq/4) * time.Millisecond),
+			evs[i] = vocab.Event{Session: "S", Seq: seq, At: at.Add(time.Duration(seq/4) * time.Millisecond),
 				Kind: kinds[int(seq)%len(kinds)], Payload: nil}
 		}
 		if err := m.Append(ctx, evs); err != nil {

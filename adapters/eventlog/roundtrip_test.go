@@ -73,7 +73,7 @@ func edgeEvents(seq uint64) []vocab.Event {
 		if in, ok := p.(vocab.Input); ok {
 			kind = in.EventKind()
 		}
-		evs[i] = vocab.Event{ID: vocab.EventID("s", seq), Session: "s", Seq: seq, At: at, Kind: kind, Turn: 1, Step: i, Payload: p}
+		evs[i] = vocab.Event{Session: "s", Seq: seq, At: at, Kind: kind, Turn: 1, Step: i, Payload: p}
 		seq++
 	}
 	return evs
@@ -131,7 +131,7 @@ func TestMemoryKindCacheReuse(t *testing.T) {
 	var want []vocab.Event
 	for i := range 2000 {
 		kind := "input/" + string([]byte{byte('a' + i%26), byte('a' + i/26%26)}) // fresh text each time
-		ev := vocab.Event{ID: vocab.EventID("s", uint64(i+1)), Session: "s", Seq: uint64(i + 1), Kind: vocab.EventKind(kind)}
+		ev := vocab.Event{Session: "s", Seq: uint64(i + 1), Kind: vocab.EventKind(kind)}
 		if err := m.Append(t.Context(), []vocab.Event{ev}); err != nil {
 			t.Fatal(err)
 		}

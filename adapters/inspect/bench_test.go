@@ -63,7 +63,7 @@ func bigSession(b *testing.B) (string, uint64) {
 			suffix := fmt.Sprintf("-%d", k)
 			for _, e := range events {
 				big.head++
-				e.ID, e.Session, e.Seq = vocab.EventID(bigID, big.head), bigID, big.head
+				e.Session, e.Seq = bigID, big.head
 				e.At = e.At.Add(time.Duration(k) * span)
 				if e.Turn > 0 {
 					e.Turn += k * turns

@@ -177,7 +177,7 @@ func appendEvents(t testing.TB, st store.Store, id vocab.ID, c store.Claim, head
 	var batch []vocab.Event
 	for _, p := range payloads {
 		head++
-		e := vocab.Event{ID: vocab.EventID(id, head), Session: id, Seq: head, At: at}
+		e := vocab.Event{Session: id, Seq: head, At: at}
 		switch p := p.(type) {
 		case vocab.TransitionPayload:
 			e.Kind, e.Payload = vocab.EventTransition, p

@@ -490,7 +490,7 @@ func TestOtherDefinitionVersion(t *testing.T) {
 		vocab.TransitionPayload{Machine: "turn", From: "gating", To: "pondering", Trigger: "gate.ponder"},
 		vocab.TransitionPayload{Machine: "turn", From: "pondering", To: "thinking", Trigger: "pondered"},
 	)
-	snap := vocab.Event{ID: vocab.EventID(id, head+1), Session: id, Seq: head + 1, At: now, Kind: vocab.EventSnapshot,
+	snap := vocab.Event{Session: id, Seq: head + 1, At: now, Kind: vocab.EventSnapshot,
 		Payload: vocab.SnapshotPayload{Seq: head, Core: []byte(`{"agent":{"machine":"agent","version":7,"state":"ready"}}`)}}
 	if err := st.Append(context.Background(), id, c, []vocab.Event{snap}); err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ type Record struct {
 // reported with vocab.ErrUnknownKind beside the event, never dropped.
 func (r Record) Event() (vocab.Event, error) {
 	e := vocab.Event{
-		ID: vocab.EventID(r.Session, r.Seq), Session: r.Session, Seq: r.Seq, At: r.At,
+		Session: r.Session, Seq: r.Seq, At: r.At,
 		Kind: r.Kind, Turn: r.Turn, Step: r.Step,
 	}
 	if r.V > SchemaVersion {

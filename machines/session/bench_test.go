@@ -3,7 +3,6 @@ package session_test
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"testing"
 	"time"
 
@@ -140,40 +139,4 @@ func BenchmarkCoreBareStateless(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/step")
-}
-
-// TestEventIDs: every event id is vocab.EventID(session, seq), across the
-// decimal carries (9→10, 99→100, 999→1000) and across cores lent the same
-// machines in turn.
-func TestEventIDs(t *testing.T) {
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	m := session.NewMachines()
-	var cores [2]*session.Core
-	for i := range cores {
-		c, err := session.New(session.Config{Session: vocab.ID("S" + string(rune('0'+i)))}, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cores[i] = c
-	}
-	seen := 0
-	for n := 0; n < 1400; n++ {
-		c := cores[n%2]
-		c.Use(m)
-		id := vocab.ID("p" + strconv.Itoa(n))
-		if err := c.Step(vocab.Input{Kind: vocab.InInject, At: at, ID: id, Message: &vocab.Message{Parts: []vocab.Part{{Kind: vocab.PartText, Text: "x"}}}}); err != nil {
-			t.Fatal(err)
-		}
-		rd, _ := c.Ready()
-		for _, ev := range rd.Events {
-			if want := vocab.EventID(ev.Session, ev.Seq); ev.ID != want {
-				t.Fatalf("event %d of %s: id %q, want %q", ev.Seq, ev.Session, ev.ID, want)
-			}
-			seen++
-		}
-		c.Advance(rd)
-	}
-	if cores[0].Seq() < 1000 {
-		t.Fatalf("only %d events: the carry to four digits went unchecked", cores[0].Seq())
-	}
 }

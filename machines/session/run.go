@@ -2,8 +2,6 @@ package session
 
 import (
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/loopchart/loopchart/machines/agent"
 	"github.com/loopchart/loopchart/machines/chart"
@@ -534,53 +532,6 @@ func (m *Machines) recycle() {
 		}
 	}
 	m.dead = m.dead[:0]
-}
-
-// eventIDs makes event ids ("<session>-<seq>", vocab.EventID's form) for
-// the events a core emits in sequence. Consecutive sequence numbers only
-// increment the decimal digits of the last id, kept in scratch, so an id
-// costs one short copy into a shared text block (strings.Builder: one
-// allocation per block; its text is never rewritten, so an id cut from it
-// stays immutable). It lives with the Machines: it holds nothing a
-// resting session needs, and starts over when another session or a jump
-// in the sequence comes.
-type eventIDs struct {
-	block   strings.Builder
-	last    []byte // the last id made
-	digits  int    // where its sequence number starts in last
-	session vocab.ID
-	seq     uint64
-}
-
-const eventIDBlock = 512
-
-func (g *eventIDs) id(session vocab.ID, seq uint64) vocab.ID {
-	if seq == g.seq+1 && session == g.session && g.last != nil {
-		i := len(g.last) - 1
-		for i >= g.digits && g.last[i] == '9' {
-			g.last[i] = '0'
-			i--
-		}
-		if i >= g.digits {
-			g.last[i]++
-		} else {
-			g.last = append(g.last, '0')
-			g.last[g.digits] = '1'
-		}
-	} else {
-		g.last = append(append(g.last[:0], session...), '-')
-		g.digits = len(g.last)
-		g.last = strconv.AppendUint(g.last, seq, 10)
-		g.session = session
-	}
-	g.seq = seq
-	if g.block.Cap()-g.block.Len() < len(g.last) {
-		g.block = strings.Builder{}
-		g.block.Grow(max(eventIDBlock, len(g.last)))
-	}
-	start := g.block.Len()
-	g.block.Write(g.last)
-	return vocab.ID(g.block.String()[start:])
 }
 
 // newTool returns a started tool machine instance with context ctx, a

@@ -265,7 +265,6 @@ type Machines struct {
 	guardCalls      []loopguard.Call
 	hashScratch     []byte
 	turns, deadTurn *turn.Instance
-	ids             eventIDs
 	// turnCfg is the config of the turn a queued reqStartTurn makes;
 	// reply is the normalized reply of the Step's model.done (cleared by
 	// recycle).
@@ -908,7 +907,7 @@ func (c *Core) emit(kind vocab.EventKind, payload any) {
 	}
 	c.m.rd.Events = evs
 	ev := &evs[len(evs)-1]
-	ev.ID, ev.Session, ev.Seq, ev.At, ev.Kind, ev.Payload = c.m.ids.id(c.cfg.Session, c.seq), c.cfg.Session, c.seq, c.now, kind, payload
+	ev.Session, ev.Seq, ev.At, ev.Kind, ev.Payload = c.cfg.Session, c.seq, c.now, kind, payload
 	if c.inTurn {
 		ev.Turn, ev.Step = c.turnNo, c.step
 	} else {

@@ -377,7 +377,6 @@ func renumber(evs []vocab.Event, first uint64) []vocab.Event {
 	out := slices.Clone(evs)
 	for i := range out {
 		out[i].Seq = first + uint64(i)
-		out[i].ID = vocab.EventID(out[i].Session, out[i].Seq)
 	}
 	return out
 }
