@@ -109,8 +109,10 @@ func TestServiceRunStartsNoGoroutine(t *testing.T) {
 			t.Fatalf("Submit+Wait %d: %s %v", i, res, err)
 		}
 	}
-	if got := agentsvc.LaneStats(sub).Spawned; got < 3 {
-		t.Errorf("3 Submit+Waits started %d goroutines, want at least 3 (one per prompt)", got)
+	// At least the first prompt's first request (a later prompt's may be
+	// handed to a worker that still drives the lane when it is submitted).
+	if got := agentsvc.LaneStats(sub).Spawned; got < 1 {
+		t.Errorf("3 Submit+Waits started %d goroutines, want at least 1", got)
 	}
 }
 

@@ -20,7 +20,9 @@ import (
 // Work the caller is not handed runs as it does after Submit: calls of
 // one step beyond the last (they run in parallel), timers, and work
 // started while another goroutine drives the lane (a caller's input, a
-// parallel call's result, a retry timer).
+// parallel call's result, a retry timer). Run returns as soon as its
+// prompt has ended: work of a prompt queued after it that the caller was
+// handed then runs on a goroutine.
 //
 // When ctx ends, Run takes no more work and returns ctx's cause, as Wait
 // does; the prompt goes on without it (work already handed to the caller
@@ -55,6 +57,14 @@ func (e *Engine) Run(ctx context.Context, msg vocab.Message) (vocab.PromptResult
 			// that work is handed in turn, runs on a goroutine.
 			e.launch(wk)
 			return vocab.PromptResult{}, context.Cause(ctx)
+		}
+		select {
+		case <-w.done:
+			// The prompt ended, and the lane went on to other work (a
+			// prompt queued after it): that is not this caller's.
+			e.launch(wk)
+			return w.result, w.err
+		default:
 		}
 		e.exec(wk)
 	}

@@ -395,3 +395,55 @@ func goid() uint64 {
 	n, _ := strconv.ParseUint(b[:strings.IndexByte(b, ' ')], 10, 64)
 	return n
 }
+
+// Run returns when its prompt ends, even when the lane handed its caller
+// the first request of a prompt queued after it: that request runs on a
+// goroutine of its own.
+func TestRunReturnsWhenItsPromptEnds(t *testing.T) {
+	var e *Engine
+	release := make(chan struct{})
+	timedOut := make(chan bool, 1)
+	next := toolFunc{name: "noop", run: func(context.Context, vocab.ToolCall, func(string)) (vocab.ToolResult, error) {
+		if _, err := e.Submit(vocab.UserText("next")); err != nil { // queued behind this turn
+			t.Errorf("Submit: %v", err)
+		}
+		return vocab.ToolResult{Content: "ok"}, nil
+	}}
+	inner := roundsProvider(1, "noop")
+	prov := providerFunc(func(ctx context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+		if req.Messages[len(req.Messages)-1].Text() == "next" {
+			// A bound, so that a Run that runs this request itself fails
+			// the test instead of hanging it.
+			select {
+			case <-release:
+				timedOut <- false
+			case <-time.After(5 * time.Second):
+				timedOut <- true
+			}
+			return answer("next done")
+		}
+		return inner(ctx, req)
+	})
+	h := start(t, Options{Provider: prov, Tools: mustRegistry(t, next)})
+	e = h.e
+	res, err := h.e.Run(testCtx(t), vocab.UserText("go"))
+	if err != nil || res.Kind != vocab.PromptCompleted || res.Steps != 2 {
+		t.Fatalf("Run: %s %v", res, err)
+	}
+	close(release)
+	if <-timedOut {
+		t.Error("Run returned only after the next prompt's request (it ran it itself)")
+	}
+	if err := h.e.WhenIdle(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	completed := 0
+	for _, ev := range h.events(vocab.EventPrompt) {
+		if ev.Payload.(vocab.PromptPayload).State == "completed" {
+			completed++
+		}
+	}
+	if completed != 2 {
+		t.Errorf("%d prompts completed, want 2", completed)
+	}
+}
