@@ -17,8 +17,8 @@ import (
 // then runs on the caller's goroutine: no goroutine is started and none
 // is woken when it ends.
 //
-// Work the caller is not handed runs as it does after Submit: calls of
-// one step beyond the last (they run in parallel), timers, and work
+// Work the caller is not handed runs as it does after Submit: all but one
+// of a step's parallel tool calls (the caller takes the last), timers, and work
 // started while another goroutine drives the lane (a caller's input, a
 // parallel call's result, a retry timer). Run returns as soon as its
 // prompt has ended: work of a prompt queued after it that the caller was

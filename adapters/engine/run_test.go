@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -446,4 +447,50 @@ func TestRunReturnsWhenItsPromptEnds(t *testing.T) {
 	if completed != 2 {
 		t.Errorf("%d prompts completed, want 2", completed)
 	}
+}
+
+// A step's parallel calls: the caller runs one, the others run on
+// goroutines as after Submit, and the prompt completes with every result.
+func TestRunParallelCalls(t *testing.T) {
+	var ran atomic.Int32
+	calls := 0
+	prov := providerFunc(func(_ context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+		calls++
+		if calls > 1 {
+			return answer("done")
+		}
+		return func(yield func(vocab.StreamPart, error) bool) {
+			for i := range 3 {
+				c := vocab.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "noop", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
+				if !yield(vocab.StreamPart{Kind: vocab.StreamToolCall, Call: &c}, nil) {
+					return
+				}
+			}
+			yield(vocab.StreamPart{Kind: vocab.StreamFinish, Finish: vocab.FinishToolCalls}, nil)
+		}
+	})
+	h := start(t, Options{Provider: prov, Tools: mustRegistry(t, pureTool{countingTool("noop", &ran)})})
+	res, err := h.e.Run(testCtx(t), vocab.UserText("go"))
+	if err != nil || res.Kind != vocab.PromptCompleted || res.Steps != 2 {
+		t.Fatalf("Run: %s %v", res, err)
+	}
+	if n := ran.Load(); n != 3 {
+		t.Errorf("%d calls ran, want 3", n)
+	}
+	if n := len(inputs(h.log.Events(), vocab.InToolDone)); n != 3 {
+		t.Errorf("%d tool results logged, want 3", n)
+	}
+	if got := h.e.Stats().Spawned; got != 2 {
+		t.Errorf("the lane started %d goroutines, want 2 (the calls the caller did not take)", got)
+	}
+}
+
+// pureTool is a tool whose calls touch nothing the scheduler guards: the
+// calls of one step run in parallel.
+type pureTool struct{ vocab.Tool }
+
+func (p pureTool) Spec() vocab.ToolSpec {
+	s := p.Tool.Spec()
+	s.NoAccess = true
+	return s
 }
