@@ -288,3 +288,59 @@ func TestServiceRunOnHost(t *testing.T) {
 		t.Errorf("Run after the host closed: %v, want %s", err, vocab.CodeClosed)
 	}
 }
+
+// Closing a Host while a Run's caller runs a tool of one of its sessions
+// ends that Run as it ends a Wait on another session in the same state:
+// the same result, and nothing left running.
+func TestServiceRunHostClose(t *testing.T) {
+	ctx := ctx5(t)
+	entered := make(chan struct{}, 2)
+	stubborn := tools.Func("noop", "waits for its context", `{}`, func(ctx context.Context, _ roundArgs) (string, error) {
+		entered <- struct{}{}
+		<-ctx.Done()
+		return "", context.Cause(ctx)
+	})
+	h, err := agentsvc.NewHost(agentsvc.HostOptions{Store: memory.New(), MaxRunning: 2,
+		Session: func(agentsvc.SessionInfo) (agentsvc.Options, error) {
+			return agentsvc.Options{Provider: rounds(1, "noop"), Tools: []vocab.Tool{stubborn}, NoRunTimeout: true}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := h.Open(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.Open(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type ran struct {
+		res vocab.PromptResult
+		err error
+	}
+	out := make(chan ran, 1)
+	go func() {
+		res, err := a.RunText(ctx, "go")
+		out <- ran{res, err}
+	}()
+	p, err := b.SubmitText("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	<-entered
+	if err := h.Close(ctx); err != nil {
+		t.Fatalf("host Close: %v", err)
+	}
+	r := <-out
+	want, werr := p.Wait(ctx)
+	if r.err != nil || werr != nil || !reflect.DeepEqual(r.res, want) || want.Kind != vocab.PromptCancelled {
+		t.Errorf("Run: %s %v; Submit+Wait: %s %v; want the same, cancelled", r.res, r.err, want, werr)
+	}
+	for _, svc := range []*agentsvc.Service{a, b} {
+		if st := agentsvc.LaneStats(svc); st.Workers != 0 || st.Timers != 0 || st.Driving {
+			t.Errorf("%s after the host closed: %+v", svc.Session(), st)
+		}
+	}
+}
