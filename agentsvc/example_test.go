@@ -52,6 +52,25 @@ func ExampleService_Submit() {
 	// Output: completed{steps=1}
 }
 
+// Run a prompt to its end on the calling goroutine: Submit then Wait in
+// one call, the caller running the prompt's model requests, tool calls
+// and hooks itself.
+func ExampleService_Run() {
+	svc, _ := newExample(`{"steps": [{"parts": [{"text": "Hello!"}]}]}`)
+	defer svc.Close(context.Background())
+
+	res, err := svc.RunText(context.Background(), "hi")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res)
+	h, _ := svc.History(context.Background())
+	fmt.Println(h.Messages()[h.Len()-1].Text())
+	// Output:
+	// completed{steps=1}
+	// Hello!
+}
+
 // Events streams every transition and domain event of the session, from
 // the first (from = 0), then live ones.
 func ExampleService_Events() {

@@ -11,11 +11,12 @@
 // points. Each submitted prompt ends as a value: completed, failed,
 // cancelled or blocked.
 //
-// Re-entrancy: tools and hooks run on goroutines of their own and may call
-// any input method of their own session (Steer, Inject, Cancel…). A tool
-// or hook that calls a method that waits for the session (Close, WhenIdle)
-// with the context it was given gets an error with code agent.reentrant
-// instead of waiting for itself forever.
+// Re-entrancy: tools and hooks run on goroutines of their own (or on the
+// goroutine of a Run caller) and may call any input method of their own
+// session (Steer, Inject, Cancel…). A tool or hook that calls a method
+// that waits for the session (Close, WhenIdle, Run) with the context it
+// was given gets an error with code agent.reentrant instead of waiting
+// for itself forever.
 package agentsvc
 
 import (
@@ -533,6 +534,37 @@ func (s *Service) Submit(msg vocab.Message) (*Prompt, error) {
 
 // SubmitText submits a user text prompt.
 func (s *Service) SubmitText(text string) (*Prompt, error) { return s.Submit(vocab.UserText(text)) }
+
+// Run submits a prompt and waits for it to end: Submit followed by
+// Prompt.Wait, with the same validation, typed errors, events and result.
+// The difference is where the prompt's work runs: while Run waits, the
+// calling goroutine runs the model requests, tool calls and hooks that
+// the session would otherwise start on goroutines of its own, one after
+// the other. With a provider and tools that answer synchronously, a whole
+// prompt runs on the caller's goroutine, starting no goroutine; use it
+// where Submit then Wait would be called back to back. Work the caller
+// is not handed runs as it does after Submit: the parallel calls of a
+// step beyond one, timers (retry waits and the like), and work that
+// starts while another goroutine (a caller's input, a parallel call's
+// result) runs the session.
+//
+// When ctx ends, Run takes no more work and returns ctx's cause, as Wait
+// does, and the prompt goes on without it. A model request, tool call or
+// hook that the caller is running at that moment is not interrupted: Run
+// returns once it has returned. That work runs under its own context,
+// which Cancel and Close cancel, not under ctx.
+//
+// A tool or hook that calls Run on its own session with the context it
+// was given gets an error with code agent.reentrant, and nothing is
+// submitted.
+func (s *Service) Run(ctx context.Context, msg vocab.Message) (vocab.PromptResult, error) {
+	return on(s, func(e *engine.Engine) (vocab.PromptResult, error) { return e.Run(ctx, msg) })
+}
+
+// RunText runs a user text prompt (see Run).
+func (s *Service) RunText(ctx context.Context, text string) (vocab.PromptResult, error) {
+	return s.Run(ctx, vocab.UserText(text))
+}
 
 // Steer sends input to the running turn's next step and wakes the agent.
 // After a cancel, steering goes to the next turn instead.

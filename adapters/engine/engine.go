@@ -13,12 +13,16 @@
 // its tool call steps the result in itself, and when that yields exactly
 // one new piece of work (the next model request) it runs that too, so a
 // step whose provider and tool answer synchronously costs no goroutine
-// hand-off. An idle session holds no goroutine and no machines (they are
-// lent from a pool while the lane runs).
+// hand-off. A caller of Run is such a worker too: the prompt's first
+// request, which Submit starts on a goroutine, runs on the caller's, and
+// so does the rest of a synchronous turn. An idle session holds no
+// goroutine and no machines (they are lent from a pool while the lane
+// runs).
 //
-// Files: lane.go is the loop (mailbox, drive, flush); model.go runs model
-// requests; tool.go runs tool calls; hook.go runs hooks and maintenance
-// jobs; timer.go arms timers; close.go stops the session.
+// Files: lane.go is the loop (mailbox, drive, flush); run.go is Run, the
+// synchronous prompt call; model.go runs model requests; tool.go runs
+// tool calls; hook.go runs hooks and maintenance jobs; timer.go arms
+// timers; close.go stops the session.
 package engine
 
 import (
@@ -429,12 +433,17 @@ func (e *Engine) Remind(key string, msg vocab.Message) (vocab.ID, error) {
 }
 
 func (e *Engine) message(kind vocab.InputKind, msg vocab.Message, key string, bypass bool, w *promptWait) (vocab.ID, error) {
+	return e.messageAs(kind, msg, key, bypass, w, nil)
+}
+
+// messageAs is message posted by self (see callAs).
+func (e *Engine) messageAs(kind vocab.InputKind, msg vocab.Message, key string, bypass bool, w *promptWait, self *worker) (vocab.ID, error) {
 	now := e.opt.Clock.Now()
 	if msg.ID == "" {
 		msg.ID = e.opt.IDs.NewID(now)
 	}
 	in := vocab.Input{Kind: kind, At: now, ID: msg.ID, Message: &msg, Key: key, Bypass: bypass}
-	return msg.ID, e.call(item{in: in, wait: w})
+	return msg.ID, e.callAs(context.Background(), item{in: in, wait: w}, self)
 }
 
 // Approve answers the tool call callID awaiting approval: approve, deny
@@ -615,8 +624,8 @@ type Stats struct {
 	// Queued counts inputs waiting in the mailbox.
 	Queued int
 	// Spawned counts the goroutines the lane has started for work since
-	// the session began (work a worker ran itself after its own is not
-	// counted: it cost no hand-off).
+	// the session began (work a worker, or a Run caller, ran itself is
+	// not counted: it cost no hand-off).
 	Spawned int64
 }
 

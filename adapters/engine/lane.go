@@ -29,9 +29,13 @@ type item struct {
 func (e *Engine) call(it item) error { return e.callCtx(context.Background(), it) }
 
 // callCtx is call, giving up when ctx ends first.
-func (e *Engine) callCtx(ctx context.Context, it item) error {
+func (e *Engine) callCtx(ctx context.Context, it item) error { return e.callAs(ctx, it, nil) }
+
+// callAs is callCtx for a caller that is free to run work (Run): self,
+// when it drives the lane, is handed work as a free worker is (see post).
+func (e *Engine) callAs(ctx context.Context, it item, self *worker) error {
 	it.reply = make(chan error, 1)
-	if err := e.post(it, nil); err != nil {
+	if err := e.post(it, self); err != nil {
 		return err
 	}
 	select {
@@ -71,8 +75,9 @@ func (e *Engine) query(ctx context.Context, f func(*session.Core)) error {
 }
 
 // post puts it in the mailbox and, when no one runs the lane, runs it on
-// this goroutine. self is the worker posting its own result (nil for
-// callers and timers); the work the lane hands back is for it to run next.
+// this goroutine. self is the worker posting its own result, or a Run
+// caller (nil for other callers and timers); the work the lane hands back
+// is for it to run next.
 //
 // queued, when given, runs once the item is in the mailbox (before the
 // lane runs).

@@ -113,18 +113,22 @@ func (e *Engine) launch(wk *worker) {
 // run executes work on this goroutine, then whatever the lane hands it
 // next.
 func (e *Engine) run(wk *worker) {
-	for wk != nil {
-		switch wk.w.Kind {
-		case session.WorkModel:
-			e.runModel(wk)
-		case session.WorkTool:
-			e.runTool(wk)
-		case session.WorkHook:
-			e.runHook(wk)
-		case session.WorkMaintenance:
-			e.runJob(wk)
-		}
-		wk = wk.next
+	for ; wk != nil; wk = wk.next {
+		e.exec(wk)
+	}
+}
+
+// exec executes one piece of work on this goroutine.
+func (e *Engine) exec(wk *worker) {
+	switch wk.w.Kind {
+	case session.WorkModel:
+		e.runModel(wk)
+	case session.WorkTool:
+		e.runTool(wk)
+	case session.WorkHook:
+		e.runHook(wk)
+	case session.WorkMaintenance:
+		e.runJob(wk)
 	}
 }
 

@@ -87,10 +87,39 @@ func (p *lcProvider) Stream(_ context.Context, req vocab.Request) iter.Seq2[voca
 	}
 }
 
+// prompt runs one prompt on a loopchart session to its end: the
+// synchronous call (runSync) or Submit then Wait (runSubmit).
+type prompt func(ctx context.Context, svc *agentsvc.Service) (vocab.PromptResult, error)
+
+// runSync runs the prompt with agentsvc.Service.RunText: the caller runs
+// the prompt's model requests and tool calls itself, like eino's
+// synchronous Generate.
+func runSync(ctx context.Context, svc *agentsvc.Service) (vocab.PromptResult, error) {
+	return svc.RunText(ctx, "go")
+}
+
+// runSubmit submits the prompt (SubmitText) and waits for it (Wait): the
+// session starts its first request on a goroutine of its own, and the
+// caller is woken when the prompt ends.
+func runSubmit(ctx context.Context, svc *agentsvc.Service) (vocab.PromptResult, error) {
+	p, err := svc.SubmitText("go")
+	if err != nil {
+		return vocab.PromptResult{}, err
+	}
+	return p.Wait(ctx)
+}
+
 // BenchmarkLoopchart measures one full agent run per op through the public
-// API (agentsvc: SubmitText, Wait): k tool rounds then a final answer,
-// every event written to the session's in-memory log.
-func BenchmarkLoopchart(b *testing.B) {
+// API with the synchronous call (agentsvc: RunText), the like-for-like
+// peer of eino's Generate: k tool rounds then a final answer, every event
+// written to the session's in-memory log.
+func BenchmarkLoopchart(b *testing.B) { benchLoopchart(b, runSync) }
+
+// BenchmarkLoopchartSubmit is BenchmarkLoopchart through SubmitText then
+// Wait.
+func BenchmarkLoopchartSubmit(b *testing.B) { benchLoopchart(b, runSubmit) }
+
+func benchLoopchart(b *testing.B, run prompt) {
 	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, noopArgs) (string, error) { return "ok", nil })
 	for _, k := range ks {
 		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
@@ -122,11 +151,7 @@ func BenchmarkLoopchart(b *testing.B) {
 					fresh()
 					b.StartTimer()
 				}
-				p, err := svc.SubmitText("go")
-				if err != nil {
-					b.Fatal(err)
-				}
-				res, err := p.Wait(ctx)
+				res, err := run(ctx, svc)
 				if err != nil || res.Kind != vocab.PromptCompleted || res.Steps != k+1 {
 					b.Fatalf("run %d: %v %v, want completed{steps=%d}", i, res, err, k+1)
 				}
@@ -242,12 +267,10 @@ func TestScenario(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for run := range 3 { // later runs must restart the count
-			p, err := svc.SubmitText("go")
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := p.Wait(ctx)
+		// Both paths, in turn: later runs must restart the count.
+		paths := []prompt{runSync, runSubmit, runSync, runSubmit}
+		for run, path := range paths {
+			res, err := path(ctx, svc)
 			if err != nil || res.Kind != vocab.PromptCompleted || res.Steps != k+1 {
 				t.Fatalf("loopchart k=%d run %d: %v %v", k, run, res, err)
 			}
@@ -256,7 +279,7 @@ func TestScenario(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := 3 * (1 + 2*k + 1); h.Len() != want {
+		if want := len(paths) * (1 + 2*k + 1); h.Len() != want {
 			t.Errorf("loopchart k=%d: history has %d messages, want %d", k, h.Len(), want)
 		}
 		svc.Close(ctx)
@@ -311,10 +334,15 @@ const (
 )
 
 // BenchmarkConcurrentLoopchart measures throughput with many sessions at
-// once: one op is 1,000 sessions each running one k=10 prompt, all at the
-// same time (GOMAXPROCS workers share them). It reports steps/s; compare
-// with BenchmarkConcurrentEino in the same run.
-func BenchmarkConcurrentLoopchart(b *testing.B) { concurrentLoopchart(b, sessions) }
+// once: one op is 1,000 sessions each running one k=10 prompt with the
+// synchronous call (RunText, each on a goroutine of the benchmark's), all
+// at the same time (GOMAXPROCS threads share them). It reports steps/s;
+// compare with BenchmarkConcurrentEino in the same run.
+func BenchmarkConcurrentLoopchart(b *testing.B) { concurrentLoopchart(b, sessions, runSync) }
+
+// BenchmarkConcurrentLoopchartSubmit is BenchmarkConcurrentLoopchart
+// through SubmitText then Wait.
+func BenchmarkConcurrentLoopchartSubmit(b *testing.B) { concurrentLoopchart(b, sessions, runSubmit) }
 
 // BenchmarkConcurrentEino is BenchmarkConcurrentLoopchart for eino's ReAct
 // agent: 1,000 concurrent runs of k=10 per op, one agent per run.
@@ -322,9 +350,9 @@ func BenchmarkConcurrentEino(b *testing.B) { concurrentEino(b, sessions) }
 
 // BenchmarkConcurrent10kLoopchart is BenchmarkConcurrentLoopchart with
 // 10,000 sessions (agentsvc.New, in-memory sink, the same fake model and
-// no-op tool) each running one k=10 prompt per op, all at once. Compare
+// no-op tool) each running one k=10 prompt (RunText) per op, all at once. Compare
 // with BenchmarkConcurrent10kEino in the same run (-bench Concurrent10k).
-func BenchmarkConcurrent10kLoopchart(b *testing.B) { concurrentLoopchart(b, sessions10k) }
+func BenchmarkConcurrent10kLoopchart(b *testing.B) { concurrentLoopchart(b, sessions10k, runSync) }
 
 // BenchmarkConcurrent10kEino is BenchmarkConcurrentEino with 10,000
 // concurrent runs per op.
@@ -343,7 +371,7 @@ func BenchmarkConcurrent10kHost(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer h.Close(context.Background())
-	concurrent(b, sessions10k, k, func(i int) (*agentsvc.Service, error) {
+	concurrent(b, sessions10k, k, runSync, func(i int) (*agentsvc.Service, error) {
 		return h.Open(context.Background(), vocab.ID(fmt.Sprintf("s%d", i)))
 	})
 }
@@ -357,16 +385,16 @@ func lcOptions(k int) agentsvc.Options {
 }
 
 // concurrentLoopchart runs n loopchart sessions at once per op, each one
-// k=10 prompt, and reports steps/s. The sessions live across ops (each
-// keeps its history and log, as a long-lived session does).
-func concurrentLoopchart(b *testing.B, n int) {
+// k=10 prompt run by run, and reports steps/s. The sessions live across
+// ops (each keeps its history and log, as a long-lived session does).
+func concurrentLoopchart(b *testing.B, n int, run prompt) {
 	const k = 10
-	concurrent(b, n, k, func(int) (*agentsvc.Service, error) { return agentsvc.New(lcOptions(k)) })
+	concurrent(b, n, k, run, func(int) (*agentsvc.Service, error) { return agentsvc.New(lcOptions(k)) })
 }
 
 // concurrent runs n sessions (made by open) at once per op, each one
-// prompt of k rounds, and reports steps/s.
-func concurrent(b *testing.B, n, k int, open func(i int) (*agentsvc.Service, error)) {
+// prompt of k rounds run by run, and reports steps/s.
+func concurrent(b *testing.B, n, k int, run prompt, open func(i int) (*agentsvc.Service, error)) {
 	ctx := context.Background()
 	svcs := make([]*agentsvc.Service, n)
 	for i := range svcs {
@@ -384,12 +412,7 @@ func concurrent(b *testing.B, n, k int, open func(i int) (*agentsvc.Service, err
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				p, err := svc.SubmitText("go")
-				if err != nil {
-					errs <- err
-					return
-				}
-				if res, err := p.Wait(ctx); err != nil || res.Steps != k+1 {
+				if res, err := run(ctx, svc); err != nil || res.Steps != k+1 {
 					errs <- fmt.Errorf("%v %v", res, err)
 				}
 			}()
