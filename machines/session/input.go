@@ -255,11 +255,13 @@ func (c *Core) modelDone(in vocab.Input) {
 	if in.Usage != nil {
 		usage = *in.Usage
 	}
-	// The reply waits in the machines' scratch: the turn reads it in this
-	// Step's run only (the history takes a copy), and a Step has one
-	// model.done.
+	// The reply and its event wait in the machines' scratch: the turn
+	// reads them in this Step's run only (the history takes a copy of the
+	// reply, the turn keeps no event), and a Step has one model.done. The
+	// event goes by pointer: boxing a copy would cost an allocation.
 	c.m.reply = reply
-	c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelDone{Reply: &c.m.reply, Finish: finish, Usage: usage}})
+	c.m.done = turn.ModelDone{Reply: &c.m.reply, Finish: finish, Usage: usage}
+	c.enqueue(fireReq{kind: reqTurn, ev: &c.m.done})
 }
 
 func (c *Core) modelFailed(in vocab.Input) {

@@ -267,10 +267,11 @@ type Machines struct {
 	turns, deadTurn *turn.Instance
 	ids             eventIDs
 	// turnCfg is the config of the turn a queued reqStartTurn makes;
-	// reply is the normalized reply of the Step's model.done (cleared by
-	// recycle).
+	// reply is the normalized reply of the Step's model.done and done the
+	// turn's event for it, fired by pointer (both cleared by recycle).
 	turnCfg turn.Config
 	reply   vocab.Message
+	done    turn.ModelDone
 }
 
 // payloadEntry is one boxed transition payload: a transition declared on

@@ -78,31 +78,31 @@ var (
 	// A reply cut off by the output limit: its tool calls are not executed
 	// and the turn stops at the drain.
 	gTruncatedCalls = &guard{Name: "truncatedCalls", Test: func(_ *Ctx, ev chart.Event) bool {
-		d := ev.(ModelDone)
+		d := modelDone(ev)
 		return d.Finish == vocab.FinishMaxTokens && d.Reply != nil && d.Reply.HasToolCalls()
 	}}
 	gHasToolCalls = &guard{Name: "hasToolCalls", Test: func(_ *Ctx, ev chart.Event) bool {
-		r := ev.(ModelDone).Reply
+		r := modelDone(ev).Reply
 		return r != nil && r.HasToolCalls()
 	}}
 	gEmptyRetry = &guard{Name: "emptyRetryable", Test: func(c *Ctx, ev chart.Event) bool {
-		d := ev.(ModelDone)
+		d := modelDone(ev)
 		return (d.Reply == nil || d.Reply.IsEmptyReply()) && c.Config.Retry.ShouldRetry(c.Attempt, emptyErr(d.Finish))
 	}}
 	gEmpty = &guard{Name: "empty", Test: func(_ *Ctx, ev chart.Event) bool {
-		r := ev.(ModelDone).Reply
+		r := modelDone(ev).Reply
 		return r == nil || r.IsEmptyReply()
 	}}
 	// A non-empty reply without tool calls that the provider ended with a
 	// failing finish reason (filtered, error, aborted). Ordered after the
 	// tool-call and empty-reply guards, so only text replies reach it.
 	gBadFinish = &guard{Name: "badFinish", Test: func(_ *Ctx, ev chart.Event) bool {
-		return finishErr(ev.(ModelDone).Finish) != nil
+		return finishErr(modelDone(ev).Finish) != nil
 	}}
 	// A reply the provider paused (a long turn cut in two): the model
 	// owes the rest, so the turn takes another step without new input.
 	gPaused = &guard{Name: "pausedReply", Test: func(_ *Ctx, ev chart.Event) bool {
-		return ev.(ModelDone).Finish == vocab.FinishPause
+		return modelDone(ev).Finish == vocab.FinishPause
 	}}
 	gRecovered = &guard{Name: "recovered", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(ModelFailed).Recovered }}
 	gRetryable = &guard{Name: "retryAllowed", Test: func(c *Ctx, ev chart.Event) bool {
@@ -212,7 +212,7 @@ var (
 	}, "start-request")
 	aRecover     = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Attempt = 0 })
 	aCommitReply = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
-		d := ev.(ModelDone)
+		d := modelDone(ev)
 		if d.Finish == vocab.FinishMaxTokens {
 			c.MaxTokens = true
 		}
@@ -220,7 +220,7 @@ var (
 	}, "commit-reply")
 	aTruncated = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
-		calls := msgOf(ev.(ModelDone).Reply).ToolCalls()
+		calls := msgOf(modelDone(ev).Reply).ToolCalls()
 		res := make([]*vocab.ToolResult, len(calls))
 		for i, call := range calls {
 			res[i] = &vocab.ToolResult{CallID: call.ID, Name: call.Name, IsError: true, Code: vocab.CodeToolMaxTokens,
@@ -235,9 +235,7 @@ var (
 	}, "commit-reply", "commit-results")
 	aActing = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
-		c.Calls = msgOf(ev.(ModelDone).Reply).ToolCalls()
-		c.Results = make([]*vocab.ToolResult, len(c.Calls))
-		c.Started = make([]bool, len(c.Calls))
+		c.Calls, c.Results, c.Started = newBatch(modelDone(ev).Reply)
 		out.Emit(SpawnTools{Step: c.Step, Calls: c.Calls})
 	}, "commit-reply", "spawn-tools")
 	aConcluded = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
@@ -249,13 +247,13 @@ var (
 	}, "commit-reply")
 	aBadFinish = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
-		fail(c, finishErr(ev.(ModelDone).Finish))
+		fail(c, finishErr(modelDone(ev).Finish))
 	}, "commit-reply")
 	aEmptyRetry = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
-		scheduleRetry(c, emptyErr(ev.(ModelDone).Finish), 0, out)
+		scheduleRetry(c, emptyErr(modelDone(ev).Finish), 0, out)
 	}, "retry-scheduled", "start-timer")
 	aEmptyFail = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
-		fail(c, emptyErr(ev.(ModelDone).Finish))
+		fail(c, emptyErr(modelDone(ev).Finish))
 	})
 	aRetry = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		f := ev.(ModelFailed)
@@ -445,6 +443,61 @@ func commitResults(c *Ctx, out *chart.Out) {
 	// The results are never changed in place (a step's batch is dropped
 	// whole at the next step), so the effect shares them.
 	out.Emit(CommitResults{Results: slices.Clip(c.Results)})
+}
+
+// newBatch returns a step's batch: the reply's tool calls (copies, in
+// order) and the batch's Results and Started, all nil or false. A small
+// batch gets the three in one allocation (each slice's capacity is its
+// length, so none grows into another).
+func newBatch(reply *vocab.Message) (calls []vocab.ToolCall, results []*vocab.ToolResult, started []bool) {
+	n := 0
+	if reply != nil {
+		for _, p := range reply.Parts {
+			if p.Kind == vocab.PartToolCall && p.Call != nil {
+				n++
+			}
+		}
+	}
+	switch {
+	case n == 1:
+		b := new(struct {
+			calls   [1]vocab.ToolCall
+			results [1]*vocab.ToolResult
+			started [1]bool
+		})
+		calls, results, started = b.calls[:], b.results[:], b.started[:]
+	case n == 2:
+		b := new(struct {
+			calls   [2]vocab.ToolCall
+			results [2]*vocab.ToolResult
+			started [2]bool
+		})
+		calls, results, started = b.calls[:], b.results[:], b.started[:]
+	case n > 2 && n <= 4:
+		b := new(struct {
+			calls   [4]vocab.ToolCall
+			results [4]*vocab.ToolResult
+			started [4]bool
+		})
+		calls, results, started = b.calls[:n:n], b.results[:n:n], b.started[:n:n]
+	default:
+		// As vocab.Message.ToolCalls: no calls is a nil slice.
+		if n > 0 {
+			calls = make([]vocab.ToolCall, n)
+		}
+		results, started = make([]*vocab.ToolResult, n), make([]bool, n)
+	}
+	if n == 0 {
+		return calls, results, started
+	}
+	i := 0
+	for _, p := range reply.Parts {
+		if p.Kind == vocab.PartToolCall && p.Call != nil {
+			calls[i] = *p.Call
+			i++
+		}
+	}
+	return calls, results, started
 }
 
 // Definition is the turn machine: the single source of its stateless
