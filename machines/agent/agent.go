@@ -253,7 +253,7 @@ func insert(c *Ctx, t Target, m vocab.Message, out *chart.Out) {
 		report = []vocab.Message{m}
 	}
 	c.indexAdd(m.ID)
-	out.Emit(Inbox{Target: t, Op: OpInserted, At: len(*l) - 1, Messages: report})
+	inboxes.Emit(out, Inbox{Target: t, Op: OpInserted, At: len(*l) - 1, Messages: report})
 }
 
 // take empties list t and reports it with op.
@@ -267,7 +267,7 @@ func take(c *Ctx, t Target, op InboxOp, out *chart.Out) []vocab.Message {
 	for _, m := range ms {
 		c.indexDel(m.ID)
 	}
-	out.Emit(Inbox{Target: t, Op: op, Messages: ms})
+	inboxes.Emit(out, Inbox{Target: t, Op: op, Messages: ms})
 	return ms
 }
 
@@ -285,7 +285,7 @@ func claimHead(c *Ctx, op InboxOp, claimed []vocab.Message, out *chart.Out) []vo
 	c.indexDel(head.ID)
 	claimed = append(claimed, head)
 	n := len(claimed)
-	out.Emit(Inbox{Target: TargetNextTurn, Op: op, Messages: claimed[n-1 : n : n]})
+	inboxes.Emit(out, Inbox{Target: TargetNextTurn, Op: op, Messages: claimed[n-1 : n : n]})
 	return claimed
 }
 
@@ -340,7 +340,7 @@ func drop(c *Ctx, ev chart.Event, out *chart.Out) {
 				m := (*l)[i]
 				*l = shrink(slices.Delete(*l, i, i+1))
 				c.indexDel(m.ID)
-				out.Emit(Inbox{Target: t, Op: OpDiscarded, At: i, Messages: []vocab.Message{m}})
+				inboxes.Emit(out, Inbox{Target: t, Op: OpDiscarded, At: i, Messages: []vocab.Message{m}})
 				return
 			}
 		}
@@ -382,7 +382,7 @@ func enqueue(c *Ctx, ev chart.Event, out *chart.Out, late bool) {
 			c.Reminders[i] = m
 			c.indexDel(old.ID)
 			c.indexAdd(m.ID)
-			out.Emit(Inbox{Target: TargetReminders, Op: OpReplaced, At: i, Messages: []vocab.Message{m}, Replaced: &old})
+			inboxes.Emit(out, Inbox{Target: TargetReminders, Op: OpReplaced, At: i, Messages: []vocab.Message{m}, Replaced: &old})
 		} else {
 			insert(c, TargetReminders, m, out)
 		}
@@ -461,7 +461,7 @@ func startTurn(c *Ctx, ev chart.Event, out *chart.Out) {
 		prompt = claimed[len(claimed)-1].ID
 	}
 	c.Turn++
-	out.Emit(StartTurn{Turn: c.Turn, PromptID: prompt, Claimed: claimed, Resume: resume})
+	startTurns.Emit(out, StartTurn{Turn: c.Turn, PromptID: prompt, Claimed: claimed, Resume: resume})
 }
 
 // ---- actions ----
@@ -610,7 +610,7 @@ var (
 		m.ID = old.ID
 		m = withSource(m, old.Source)
 		c.NextTurn[0] = m
-		out.Emit(Inbox{Target: TargetNextTurn, Op: OpReplaced, Messages: []vocab.Message{m}, Replaced: &old})
+		inboxes.Emit(out, Inbox{Target: TargetNextTurn, Op: OpReplaced, Messages: []vocab.Message{m}, Replaced: &old})
 	}, "inbox")
 	aBlock = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		judged := c.gatedHead()

@@ -369,7 +369,7 @@ func TestRandomWalk(t *testing.T) {
 				t.Fatalf("seed %d step %d: after %T %+v (%s): %v", seed, step, ev, ev, out.Transitions[0], err)
 			}
 			for _, e := range out.Effects {
-				if st, ok := e.(agent.StartTurn); ok && len(st.Claimed) == 0 && !st.Resume {
+				if st, ok := e.(*agent.StartTurn); ok && len(st.Claimed) == 0 && !st.Resume {
 					t.Fatalf("seed %d step %d: a turn started with nothing claimed", seed, step)
 				}
 			}
@@ -405,7 +405,7 @@ func verdictApplied(c agent.Ctx, ev chart.Event, effects []chart.Effect) error {
 			want = e.Rewritten.Text()
 		}
 		for _, eff := range effects {
-			if st, ok := eff.(agent.StartTurn); ok {
+			if st, ok := eff.(*agent.StartTurn); ok {
 				last := st.Claimed[len(st.Claimed)-1]
 				if st.PromptID != head.ID || last.ID != head.ID || last.Text() != want {
 					return fmt.Errorf("pass of %s started %v", head.ID, st)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loopchart/loopchart/machines/chart"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -100,6 +101,14 @@ type AbortGate struct {
 // Cleanup asks the adapter to release the session (stop background tools,
 // close scopes) and answer Closed.
 type Cleanup struct{}
+
+// Inbox and StartTurn, the effects of every prompt, are emitted by pointer
+// (*Inbox, *StartTurn) from the chart.Out's storage (chart.Store): valid
+// until the Out's Reset. The other effects are emitted as values.
+var (
+	inboxes    = chart.NewStore[Inbox]()
+	startTurns = chart.NewStore[StartTurn]()
+)
 
 // EffectName implements chart.Effect: inbox.
 func (Inbox) EffectName() string { return "inbox" }

@@ -129,13 +129,13 @@ func (c *Core) settle(r fireReq) {
 		var start agent.StartTurn
 		starting := false
 		for _, eff := range effects {
-			if f, ok := eff.(agent.StartTurn); ok {
-				start, starting = f, true
+			if f, ok := eff.(*agent.StartTurn); ok {
+				start, starting = *f, true
 			}
 		}
 		for _, eff := range effects {
 			if starting {
-				if ib, ok := eff.(agent.Inbox); ok && ib.Op == agent.OpClaimed || eff.EffectName() == "start-turn" {
+				if ib, ok := eff.(*agent.Inbox); ok && ib.Op == agent.OpClaimed || eff.EffectName() == "start-turn" {
 					c.beginTurn(start)
 					starting = false
 				}
@@ -196,8 +196,8 @@ func drained(n int, bypass bool) chart.Event {
 
 func (c *Core) agentEffect(eff chart.Effect) {
 	switch f := eff.(type) {
-	case agent.Inbox:
-		c.emit(vocab.EventInboxSpliced, inboxPayload(f))
+	case *agent.Inbox:
+		c.emit(vocab.EventInboxSpliced, inboxPayload(*f))
 		switch f.Op {
 		case agent.OpDiscarded:
 			for _, m := range f.Messages {
@@ -218,7 +218,7 @@ func (c *Core) agentEffect(eff chart.Effect) {
 				delete(c.live, f.Replaced.ID)
 			}
 		}
-	case agent.StartTurn:
+	case *agent.StartTurn:
 		// handled first, by beginTurn
 	case agent.Claimed:
 		c.claim = append(c.claim, f.Messages...)

@@ -273,7 +273,7 @@ func (c *Core) toolEffect(cl *call, eff chart.Effect) {
 		}
 	case tool.RequestApproval:
 		c.emit(vocab.EventToolApproval, vocab.ApprovalPayload{Call: f.Call, Question: f.Question, State: vocab.ApprovalRequested})
-	case tool.Execute:
+	case *tool.Execute:
 		cl.ready = true
 		c.enqueue(fireReq{kind: reqSchedule})
 	case tool.Progress:
@@ -316,7 +316,7 @@ func (c *Core) toolEffect(cl *call, eff chart.Effect) {
 			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.AfterDone{Result: f.Result}})
 		}
 		c.enqueue(fireReq{kind: reqSchedule}) // its execution ended
-	case tool.Outcome:
+	case *tool.Outcome:
 		if cl.work != 0 {
 			c.drop(cl.work) // a result that comes after the outcome is stale
 			cl.work = 0

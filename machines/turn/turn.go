@@ -195,7 +195,7 @@ func act(run func(c *Ctx, ev chart.Event, out *chart.Out), effects ...string) *a
 
 var (
 	aEnterGating = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
-		out.Emit(RunGate{Turn: c.Config.Turn, Step: c.Step + 1, First: c.Step == 0})
+		runGates.Emit(out, RunGate{Turn: c.Config.Turn, Step: c.Step + 1, First: c.Step == 0})
 	}, "run-gate")
 	aProceed = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		c.Step++
@@ -208,7 +208,7 @@ var (
 	})
 	aEnterThinking = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
 		c.Attempt++
-		out.Emit(StartRequest{Turn: c.Config.Turn, Step: c.Step, Attempt: c.Attempt})
+		startRequests.Emit(out, StartRequest{Turn: c.Config.Turn, Step: c.Step, Attempt: c.Attempt})
 	}, "start-request")
 	aRecover     = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Attempt = 0 })
 	aCommitReply = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
@@ -216,7 +216,7 @@ var (
 		if d.Finish == vocab.FinishMaxTokens {
 			c.MaxTokens = true
 		}
-		out.Emit(CommitReply{Reply: d.Reply, Finish: d.Finish, Usage: d.Usage})
+		commitReplies.Emit(out, CommitReply{Reply: d.Reply, Finish: d.Finish, Usage: d.Usage})
 	}, "commit-reply")
 	aTruncated = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
@@ -226,7 +226,7 @@ var (
 			res[i] = &vocab.ToolResult{CallID: call.ID, Name: call.Name, IsError: true, Code: vocab.CodeToolMaxTokens,
 				Content: "not executed: the reply hit the output token limit"}
 		}
-		out.Emit(CommitResults{Results: res})
+		commitResultsStore.Emit(out, CommitResults{Results: res})
 		// Stop at the drain: stopRequested ends the turn there, and the
 		// sticky MaxTokens (set by the commit) makes the end max-tokens.
 		if !c.Stopped {
@@ -236,7 +236,7 @@ var (
 	aActing = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
 		c.Calls, c.Results, c.Started = newBatch(modelDone(ev).Reply)
-		out.Emit(SpawnTools{Step: c.Step, Calls: c.Calls})
+		spawnTools.Emit(out, SpawnTools{Step: c.Step, Calls: c.Calls})
 	}, "commit-reply", "spawn-tools")
 	aConcluded = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
@@ -442,7 +442,7 @@ func commitResults(c *Ctx, out *chart.Out) {
 	}
 	// The results are never changed in place (a step's batch is dropped
 	// whole at the next step), so the effect shares them.
-	out.Emit(CommitResults{Results: slices.Clip(c.Results)})
+	commitResultsStore.Emit(out, CommitResults{Results: slices.Clip(c.Results)})
 }
 
 // newBatch returns a step's batch: the reply's tool calls (copies, in
