@@ -116,8 +116,8 @@ func decide(c *Ctx, ev chart.Event) outcome {
 	nt, ns, bg := len(c.NextTurn), len(c.NextStep), len(c.Background)
 	paused, woken, resume := c.Paused, true, false
 	switch e := ev.(type) {
-	case Submit:
-		if !c.fresh(e.Message) {
+	case Submit, *Submit:
+		if m, _ := input(ev); !c.fresh(m) {
 			return outStale
 		}
 		nt++
@@ -214,6 +214,8 @@ var (
 func input(ev chart.Event) (vocab.Message, bool) {
 	switch e := ev.(type) {
 	case Submit:
+		return e.Message, true
+	case *Submit:
 		return e.Message, true
 	case Steer:
 		return e.Message, true
@@ -350,8 +352,9 @@ func drop(c *Ctx, ev chart.Event, out *chart.Out) {
 func enqueue(c *Ctx, ev chart.Event, out *chart.Out, late bool) {
 	wakes := true
 	switch e := ev.(type) {
-	case Submit:
-		insert(c, TargetNextTurn, withSource(e.Message, vocab.SourceInput), out)
+	case Submit, *Submit:
+		m, _ := input(ev)
+		insert(c, TargetNextTurn, withSource(m, vocab.SourceInput), out)
 	case Steer:
 		t := TargetNextStep
 		if late && c.Abort != nil {

@@ -417,3 +417,47 @@ func verdictApplied(c agent.Ctx, ev chart.Event, effects []chart.Effect) error {
 	}
 	return nil
 }
+
+// TestSubmitByPointer: a *Submit is taken exactly as the Submit it points
+// to, from idle (a turn starts), with a gate (the prompt is judged), while
+// running (queued), and for a reused id (refused).
+func TestSubmitByPointer(t *testing.T) {
+	m := agent.New()
+	msg := func(id vocab.ID) vocab.Message {
+		return vocab.Message{ID: id, Role: vocab.RoleUser, Parts: []vocab.Part{{Kind: vocab.PartText, Text: "hi"}}}
+	}
+	for _, gate := range []bool{false, true} {
+		var outs [2]chart.Out
+		var insts [2]*agent.Instance
+		for k := range insts {
+			insts[k] = m.New(agent.NewCtx(agent.Config{PromptGate: gate}), &outs[k])
+		}
+		for _, id := range []vocab.ID{"p1", "p2", "p1"} {
+			v := agent.Submit{Message: msg(id)}
+			errs := [2]error{}
+			for k := range insts {
+				outs[k].Reset()
+				var ev chart.Event = v
+				if k == 1 {
+					ev = &v
+				}
+				errs[k] = m.Fire(insts[k], ev, &outs[k])
+			}
+			if (errs[0] == nil) != (errs[1] == nil) {
+				t.Fatalf("gate=%t %s: errors %v / %v", gate, id, errs[0], errs[1])
+			}
+			if diff := cmp.Diff(outs[0].Effects, outs[1].Effects); diff != "" {
+				t.Errorf("gate=%t %s: effects differ by pointer:\n%s", gate, id, diff)
+			}
+			if diff := cmp.Diff(outs[0].Transitions, outs[1].Transitions); diff != "" {
+				t.Errorf("gate=%t %s: transitions differ by pointer:\n%s", gate, id, diff)
+			}
+			if diff := cmp.Diff(insts[0].Ctx, insts[1].Ctx, cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(agent.Ctx{})); diff != "" {
+				t.Errorf("gate=%t %s: context differs by pointer:\n%s", gate, id, diff)
+			}
+			if insts[0].State() != insts[1].State() {
+				t.Errorf("gate=%t %s: states %s / %s", gate, id, insts[0].State(), insts[1].State())
+			}
+		}
+	}
+}

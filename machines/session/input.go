@@ -157,7 +157,10 @@ func (c *Core) message(in *vocab.Input) error {
 	var ev chart.Event
 	switch in.Kind {
 	case vocab.InSubmit:
-		ev = agent.Submit{Message: m}
+		// By pointer, from the machines' scratch: first fires it at once
+		// and the agent keeps a copy of the message, not the event.
+		c.m.submit = agent.Submit{Message: m}
+		ev = &c.m.submit
 	case vocab.InSteer:
 		ev = agent.Steer{Message: m}
 	case vocab.InInject:

@@ -502,7 +502,7 @@ func (m *Machines) newPending(p *pending) *pending {
 // (a hook's verdict, a timer's owner), and no record outlives the Step
 // that dropped it anywhere else (snapshots copy them).
 func (m *Machines) recycle() {
-	m.reply, m.done = vocab.Message{}, turn.ModelDone{}
+	m.reply, m.done, m.submit = vocab.Message{}, turn.ModelDone{}, agent.Submit{}
 	if m.deadTurn == nil && len(m.deadTools) == 0 && len(m.dead) == 0 && len(m.deadCalls) == 0 {
 		return
 	}

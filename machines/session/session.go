@@ -272,6 +272,9 @@ type Machines struct {
 	turnCfg turn.Config
 	reply   vocab.Message
 	done    turn.ModelDone
+	// submit is the agent's event of the Step's submit, fired by pointer
+	// (cleared by recycle).
+	submit agent.Submit
 }
 
 // payloadEntry is one boxed transition payload: a transition declared on

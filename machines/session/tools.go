@@ -54,6 +54,10 @@ type call struct {
 	// logged is the tool/call payload, boxed: tool/execution-start shares
 	// it when the call runs as the model made it.
 	logged any
+	// started is the turn's tool.started event for the call, fired by
+	// pointer (the queue is drained in the Step that launches the call,
+	// and a call is launched once).
+	started turn.ToolStarted
 }
 
 // spec returns the spec of the tool named name, or nil.
@@ -240,7 +244,8 @@ func (c *Core) launch(cl *call) bool {
 		}
 		c.emit(vocab.EventToolExecutionStart, p)
 	}
-	c.enqueue(fireReq{kind: reqTurn, ev: turn.ToolStarted{CallID: cl.Call.ID}})
+	cl.started = turn.ToolStarted{CallID: cl.Call.ID}
+	c.enqueue(fireReq{kind: reqTurn, ev: &cl.started})
 	return true
 }
 

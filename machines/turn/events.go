@@ -79,7 +79,8 @@ type TimerFired struct {
 	Seq  uint64
 }
 
-// ToolStarted: the call began executing.
+// ToolStarted: the call began executing. The machine takes a *ToolStarted
+// as well (it reads it during the Fire only).
 type ToolStarted struct{ CallID string }
 
 // ToolOutcome: the call ended with Result (its CallID names the call; nil
@@ -120,6 +121,14 @@ func (GateRefuse) Trigger() chart.Trigger { return TrGateRefuse }
 
 // Trigger implements chart.Event.
 func (ModelDone) Trigger() chart.Trigger { return TrModelDone }
+
+// startedID returns the CallID of ev, a ToolStarted or a *ToolStarted.
+func startedID(ev chart.Event) string {
+	if s, ok := ev.(*ToolStarted); ok {
+		return s.CallID
+	}
+	return ev.(ToolStarted).CallID
+}
 
 // modelDone returns the ModelDone of ev, given as a value or a pointer.
 func modelDone(ev chart.Event) ModelDone {

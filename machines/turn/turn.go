@@ -124,7 +124,7 @@ var (
 		return gPendingCall.Test(c, ev) && c.pending() == 1
 	}}
 	gKnownCall = &guard{Name: "knownCall", Test: func(c *Ctx, ev chart.Event) bool {
-		return c.index(ev.(ToolStarted).CallID) >= 0
+		return c.index(startedID(ev)) >= 0
 	}}
 	gLoopTerminated = &guard{Name: "loopTerminated", Test: func(c *Ctx, _ chart.Event) bool { return c.LoopEnd != nil }}
 	gStopRequested  = &guard{Name: "stopRequested", Test: func(c *Ctx, _ chart.Event) bool { return c.Paused || c.Stopped }}
@@ -261,7 +261,7 @@ var (
 	}, "retry-scheduled", "start-timer")
 	aFail       = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { fail(c, ev.(ModelFailed).Err) })
 	aRetryTimer = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Timer = chart.Timer{} })
-	aStarted    = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { c.Started[c.index(ev.(ToolStarted).CallID)] = true })
+	aStarted    = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { c.Started[c.index(startedID(ev))] = true })
 	aOutcome    = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		r := ev.(ToolOutcome).Result
 		i := c.index(r.CallID)

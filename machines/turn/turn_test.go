@@ -284,8 +284,8 @@ func TestDeclaredEffects(t *testing.T) {
 	}
 }
 
-// TestModelDoneByPointer: a *ModelDone is taken exactly as the ModelDone
-// it points to (same transitions, effects and context), for replies of 0
+// TestModelDoneByPointer: a *ModelDone (and a *ToolStarted) is taken
+// exactly as the value it points to (same transitions, effects and context), for replies of 0
 // to 6 tool calls (the batch sizes newBatch allocates differently), and
 // the batch holds the reply's calls in order with nothing settled.
 func TestModelDoneByPointer(t *testing.T) {
@@ -335,6 +335,17 @@ func TestModelDoneByPointer(t *testing.T) {
 			if c.Results[i] != nil || c.Started[i] {
 				t.Errorf("%d calls: slot %d not empty", n, i)
 			}
+		}
+		// tool.started by value and by pointer.
+		s := turn.ToolStarted{CallID: fmt.Sprint("c", n-1)}
+		if err := m.Fire(insts[0], s, &outs[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Fire(insts[1], &s, &outs[1]); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(insts[0].Ctx, insts[1].Ctx); diff != "" || !insts[1].Ctx.Started[n-1] {
+			t.Errorf("%d calls: tool.started by pointer:\n%s", n, diff)
 		}
 	}
 }
