@@ -445,10 +445,6 @@ func setStatus(c *Ctx, s PublicStatus, out *chart.Out) {
 	}
 }
 
-// claimedNothing is the Claimed of a drain that claims nothing (most
-// drains), boxed once: an effect is never changed.
-var claimedNothing chart.Effect = Claimed{}
-
 // startTurn claims all of next-step, the reminders and the next-turn head,
 // and starts turn Turn+1 with them.
 func startTurn(c *Ctx, ev chart.Event, out *chart.Out) {
@@ -576,19 +572,15 @@ var (
 		if rs := take(c, TargetReminders, OpClaimed, out); len(rs) > 0 {
 			ms = append(ms[:len(ms):len(ms)], rs...)
 		}
-		if len(ms) == 0 {
-			out.Emit(claimedNothing)
-			return
-		}
 		bypass := false
 		for i := range ms {
 			bypass = bypass || ms[i].BypassMaxSteps
 		}
-		out.Emit(Claimed{Messages: ms, Bypass: bypass})
+		claims.Emit(out, Claimed{Messages: ms, Bypass: bypass})
 	}, "inbox", "claimed")
 	// An aborting or closing agent hands nothing to a late drain: the inbox
 	// waits for the next turn (or the next session).
-	aDrainNothing = act(func(_ *Ctx, _ chart.Event, out *chart.Out) { out.Emit(claimedNothing) }, "claimed")
+	aDrainNothing = act(func(_ *Ctx, _ chart.Event, out *chart.Out) { claims.Emit(out, Claimed{}) }, "claimed")
 	aDetach       = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		d := ev.(ToolDetached)
 		c.Background = append(c.Background, Background{CallID: d.CallID, Name: d.Name})

@@ -102,12 +102,14 @@ type AbortGate struct {
 // close scopes) and answer Closed.
 type Cleanup struct{}
 
-// Inbox and StartTurn, the effects of every prompt, are emitted by pointer
-// (*Inbox, *StartTurn) from the chart.Out's storage (chart.Store): valid
-// until the Out's Reset. The other effects are emitted as values.
+// Inbox, StartTurn and Claimed, the effects of every prompt and step,
+// are emitted by pointer (*Inbox, *StartTurn, *Claimed) from the
+// chart.Out's storage (chart.Store): valid until the Out's Reset. The
+// other effects are emitted as values.
 var (
 	inboxes    = chart.NewStore[Inbox]()
 	startTurns = chart.NewStore[StartTurn]()
+	claims     = chart.NewStore[Claimed]()
 )
 
 // EffectName implements chart.Effect: inbox.

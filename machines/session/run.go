@@ -220,7 +220,7 @@ func (c *Core) agentEffect(eff chart.Effect) {
 		}
 	case *agent.StartTurn:
 		// handled first, by beginTurn
-	case agent.Claimed:
+	case *agent.Claimed:
 		c.claim = append(c.claim, f.Messages...)
 		c.enqueue(fireReq{kind: reqTurn, ev: drained(len(f.Messages), f.Bypass)})
 	case agent.AbortTurn:

@@ -34,10 +34,10 @@ func (c *Core) turnEffect(eff chart.Effect) {
 		c.cancelTools(f.Cause)
 	case *turn.CommitResults:
 		c.commitResults(f.Results)
-	case turn.Drain:
-		c.drain(f)
-	case turn.EndTurn:
-		c.endTurn(f)
+	case *turn.Drain:
+		c.drain(*f)
+	case *turn.EndTurn:
+		c.endTurn(*f)
 	case chart.StartTimer:
 		c.startTimer("turn", "", f, c.turnNo)
 	case chart.CancelTimer:

@@ -73,16 +73,18 @@ type EndTurn struct {
 	Steps int
 }
 
-// The effects of every step (RunGate, StartRequest, CommitReply,
-// SpawnTools, CommitResults) are emitted by pointer (*RunGate, …) from
-// the chart.Out's storage (chart.Store): valid until the Out's Reset.
-// The other effects are emitted as values.
+// The effects of every step and the turn's end (RunGate, StartRequest,
+// CommitReply, SpawnTools, CommitResults, Drain, EndTurn) are emitted by
+// pointer (*RunGate, …) from the chart.Out's storage (chart.Store): valid
+// until the Out's Reset. The other effects are emitted as values.
 var (
 	runGates           = chart.NewStore[RunGate]()
 	startRequests      = chart.NewStore[StartRequest]()
 	commitReplies      = chart.NewStore[CommitReply]()
 	spawnTools         = chart.NewStore[SpawnTools]()
 	commitResultsStore = chart.NewStore[CommitResults]()
+	drains             = chart.NewStore[Drain]()
+	endTurns           = chart.NewStore[EndTurn]()
 )
 
 // EffectName implements chart.Effect.

@@ -296,11 +296,7 @@ var (
 		commitResults(c, out)
 	}, "cancel-timer", "commit-results")
 	aEnterDraining = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
-		if c.Step >= 0 && c.Step < len(drainEffects) {
-			out.Emit(drainEffects[c.Step][b2i(c.Concluded)])
-			return
-		}
-		out.Emit(Drain{Step: c.Step, Concluded: c.Concluded})
+		drains.Emit(out, Drain{Step: c.Step, Concluded: c.Concluded})
 	}, "drain")
 	aStopDone = act(func(c *Ctx, _ chart.Event, _ *chart.Out) {
 		c.End = endCompleted
@@ -361,11 +357,7 @@ var (
 		if c.End.Kind == vocab.EndCompleted && c.MaxTokens {
 			c.End = endMaxTokens
 		}
-		if *c.End == *endCompleted && c.Step >= 0 && c.Step < len(endCompletedEffects) {
-			out.Emit(endCompletedEffects[c.Step])
-			return
-		}
-		out.Emit(EndTurn{End: *c.End, Steps: c.Step})
+		endTurns.Emit(out, EndTurn{End: *c.End, Steps: c.Step})
 	}, "end-turn")
 )
 
@@ -377,31 +369,6 @@ var (
 	endBlocked   = &vocab.TurnEnd{Kind: vocab.EndBlocked}
 	endMaxTokens = &vocab.TurnEnd{Kind: vocab.EndMaxTokens}
 )
-
-// drainEffects[step][concluded] and endCompletedEffects[steps] are the
-// Drain and completed EndTurn effects of a turn's first steps, boxed once:
-// an effect is never changed, so fires share them.
-var (
-	drainEffects = func() (effs [16][2]chart.Effect) {
-		for i := range effs {
-			effs[i] = [2]chart.Effect{Drain{Step: i}, Drain{Step: i, Concluded: true}}
-		}
-		return effs
-	}()
-	endCompletedEffects = func() (effs [16]chart.Effect) {
-		for i := range effs {
-			effs[i] = EndTurn{End: *endCompleted, Steps: i}
-		}
-		return effs
-	}()
-)
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 func setAbort(c *Ctx, ev chart.Event) {
 	cause := ev.(Abort).Cause
