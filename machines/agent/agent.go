@@ -450,14 +450,26 @@ func setStatus(c *Ctx, s PublicStatus, out *chart.Out) {
 func startTurn(c *Ctx, ev chart.Event, out *chart.Out) {
 	cont, _ := ev.(Continue)
 	resume := cont.Resume && !c.hasWork()
-	n := len(c.NextStep) + len(c.Reminders) + min(len(c.NextTurn), 1)
-	claimed := make([]vocab.Message, 0, n)
-	claimed = append(claimed, take(c, TargetNextStep, OpClaimed, out)...)
-	claimed = append(claimed, take(c, TargetReminders, OpClaimed, out)...)
+	var claimed []vocab.Message
 	var prompt vocab.ID
-	if len(c.NextTurn) > 0 {
-		claimed = claimHead(c, OpClaimed, claimed, out)
-		prompt = claimed[len(claimed)-1].ID
+	if len(c.NextStep) == 0 && len(c.Reminders) == 0 && len(c.NextTurn) == 1 {
+		// The head alone (a prompt to an idle agent): the claim takes the
+		// list's array over, as take does, and the report shares it, as
+		// claimHead's does. The list is left empty, so nothing writes to
+		// the array again.
+		claimed, c.NextTurn = c.NextTurn[:1:1], nil
+		c.indexDel(claimed[0].ID)
+		inboxes.Emit(out, Inbox{Target: TargetNextTurn, Op: OpClaimed, Messages: claimed})
+		prompt = claimed[0].ID
+	} else {
+		n := len(c.NextStep) + len(c.Reminders) + min(len(c.NextTurn), 1)
+		claimed = make([]vocab.Message, 0, n)
+		claimed = append(claimed, take(c, TargetNextStep, OpClaimed, out)...)
+		claimed = append(claimed, take(c, TargetReminders, OpClaimed, out)...)
+		if len(c.NextTurn) > 0 {
+			claimed = claimHead(c, OpClaimed, claimed, out)
+			prompt = claimed[len(claimed)-1].ID
+		}
 	}
 	c.Turn++
 	startTurns.Emit(out, StartTurn{Turn: c.Turn, PromptID: prompt, Claimed: claimed, Resume: resume})
