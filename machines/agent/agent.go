@@ -116,8 +116,8 @@ func decide(c *Ctx, ev chart.Event) outcome {
 	nt, ns, bg := len(c.NextTurn), len(c.NextStep), len(c.Background)
 	paused, woken, resume := c.Paused, true, false
 	switch e := ev.(type) {
-	case Submit:
-		if !c.fresh(e.Message) {
+	case Submit, *Submit:
+		if m, _ := input(ev); !c.fresh(m) {
 			return outStale
 		}
 		nt++
@@ -215,6 +215,8 @@ func input(ev chart.Event) (vocab.Message, bool) {
 	switch e := ev.(type) {
 	case Submit:
 		return e.Message, true
+	case *Submit:
+		return e.Message, true
 	case Steer:
 		return e.Message, true
 	case Inject:
@@ -253,7 +255,7 @@ func insert(c *Ctx, t Target, m vocab.Message, out *chart.Out) {
 		report = []vocab.Message{m}
 	}
 	c.indexAdd(m.ID)
-	out.Emit(Inbox{Target: t, Op: OpInserted, At: len(*l) - 1, Messages: report})
+	inboxes.Emit(out, Inbox{Target: t, Op: OpInserted, At: len(*l) - 1, Messages: report})
 }
 
 // take empties list t and reports it with op.
@@ -267,7 +269,7 @@ func take(c *Ctx, t Target, op InboxOp, out *chart.Out) []vocab.Message {
 	for _, m := range ms {
 		c.indexDel(m.ID)
 	}
-	out.Emit(Inbox{Target: t, Op: op, Messages: ms})
+	inboxes.Emit(out, Inbox{Target: t, Op: op, Messages: ms})
 	return ms
 }
 
@@ -285,7 +287,7 @@ func claimHead(c *Ctx, op InboxOp, claimed []vocab.Message, out *chart.Out) []vo
 	c.indexDel(head.ID)
 	claimed = append(claimed, head)
 	n := len(claimed)
-	out.Emit(Inbox{Target: TargetNextTurn, Op: op, Messages: claimed[n-1 : n : n]})
+	inboxes.Emit(out, Inbox{Target: TargetNextTurn, Op: op, Messages: claimed[n-1 : n : n]})
 	return claimed
 }
 
@@ -340,7 +342,7 @@ func drop(c *Ctx, ev chart.Event, out *chart.Out) {
 				m := (*l)[i]
 				*l = shrink(slices.Delete(*l, i, i+1))
 				c.indexDel(m.ID)
-				out.Emit(Inbox{Target: t, Op: OpDiscarded, At: i, Messages: []vocab.Message{m}})
+				inboxes.Emit(out, Inbox{Target: t, Op: OpDiscarded, At: i, Messages: []vocab.Message{m}})
 				return
 			}
 		}
@@ -350,8 +352,9 @@ func drop(c *Ctx, ev chart.Event, out *chart.Out) {
 func enqueue(c *Ctx, ev chart.Event, out *chart.Out, late bool) {
 	wakes := true
 	switch e := ev.(type) {
-	case Submit:
-		insert(c, TargetNextTurn, withSource(e.Message, vocab.SourceInput), out)
+	case Submit, *Submit:
+		m, _ := input(ev)
+		insert(c, TargetNextTurn, withSource(m, vocab.SourceInput), out)
 	case Steer:
 		t := TargetNextStep
 		if late && c.Abort != nil {
@@ -382,7 +385,7 @@ func enqueue(c *Ctx, ev chart.Event, out *chart.Out, late bool) {
 			c.Reminders[i] = m
 			c.indexDel(old.ID)
 			c.indexAdd(m.ID)
-			out.Emit(Inbox{Target: TargetReminders, Op: OpReplaced, At: i, Messages: []vocab.Message{m}, Replaced: &old})
+			inboxes.Emit(out, Inbox{Target: TargetReminders, Op: OpReplaced, At: i, Messages: []vocab.Message{m}, Replaced: &old})
 		} else {
 			insert(c, TargetReminders, m, out)
 		}
@@ -442,26 +445,34 @@ func setStatus(c *Ctx, s PublicStatus, out *chart.Out) {
 	}
 }
 
-// claimedNothing is the Claimed of a drain that claims nothing (most
-// drains), boxed once: an effect is never changed.
-var claimedNothing chart.Effect = Claimed{}
-
 // startTurn claims all of next-step, the reminders and the next-turn head,
 // and starts turn Turn+1 with them.
 func startTurn(c *Ctx, ev chart.Event, out *chart.Out) {
 	cont, _ := ev.(Continue)
 	resume := cont.Resume && !c.hasWork()
-	n := len(c.NextStep) + len(c.Reminders) + min(len(c.NextTurn), 1)
-	claimed := make([]vocab.Message, 0, n)
-	claimed = append(claimed, take(c, TargetNextStep, OpClaimed, out)...)
-	claimed = append(claimed, take(c, TargetReminders, OpClaimed, out)...)
+	var claimed []vocab.Message
 	var prompt vocab.ID
-	if len(c.NextTurn) > 0 {
-		claimed = claimHead(c, OpClaimed, claimed, out)
-		prompt = claimed[len(claimed)-1].ID
+	if len(c.NextStep) == 0 && len(c.Reminders) == 0 && len(c.NextTurn) == 1 {
+		// The head alone (a prompt to an idle agent): the claim takes the
+		// list's array over, as take does, and the report shares it, as
+		// claimHead's does. The list is left empty, so nothing writes to
+		// the array again.
+		claimed, c.NextTurn = c.NextTurn[:1:1], nil
+		c.indexDel(claimed[0].ID)
+		inboxes.Emit(out, Inbox{Target: TargetNextTurn, Op: OpClaimed, Messages: claimed})
+		prompt = claimed[0].ID
+	} else {
+		n := len(c.NextStep) + len(c.Reminders) + min(len(c.NextTurn), 1)
+		claimed = make([]vocab.Message, 0, n)
+		claimed = append(claimed, take(c, TargetNextStep, OpClaimed, out)...)
+		claimed = append(claimed, take(c, TargetReminders, OpClaimed, out)...)
+		if len(c.NextTurn) > 0 {
+			claimed = claimHead(c, OpClaimed, claimed, out)
+			prompt = claimed[len(claimed)-1].ID
+		}
 	}
 	c.Turn++
-	out.Emit(StartTurn{Turn: c.Turn, PromptID: prompt, Claimed: claimed, Resume: resume})
+	startTurns.Emit(out, StartTurn{Turn: c.Turn, PromptID: prompt, Claimed: claimed, Resume: resume})
 }
 
 // ---- actions ----
@@ -573,19 +584,15 @@ var (
 		if rs := take(c, TargetReminders, OpClaimed, out); len(rs) > 0 {
 			ms = append(ms[:len(ms):len(ms)], rs...)
 		}
-		if len(ms) == 0 {
-			out.Emit(claimedNothing)
-			return
-		}
 		bypass := false
 		for i := range ms {
 			bypass = bypass || ms[i].BypassMaxSteps
 		}
-		out.Emit(Claimed{Messages: ms, Bypass: bypass})
+		claims.Emit(out, Claimed{Messages: ms, Bypass: bypass})
 	}, "inbox", "claimed")
 	// An aborting or closing agent hands nothing to a late drain: the inbox
 	// waits for the next turn (or the next session).
-	aDrainNothing = act(func(_ *Ctx, _ chart.Event, out *chart.Out) { out.Emit(claimedNothing) }, "claimed")
+	aDrainNothing = act(func(_ *Ctx, _ chart.Event, out *chart.Out) { claims.Emit(out, Claimed{}) }, "claimed")
 	aDetach       = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		d := ev.(ToolDetached)
 		c.Background = append(c.Background, Background{CallID: d.CallID, Name: d.Name})
@@ -610,7 +617,7 @@ var (
 		m.ID = old.ID
 		m = withSource(m, old.Source)
 		c.NextTurn[0] = m
-		out.Emit(Inbox{Target: TargetNextTurn, Op: OpReplaced, Messages: []vocab.Message{m}, Replaced: &old})
+		inboxes.Emit(out, Inbox{Target: TargetNextTurn, Op: OpReplaced, Messages: []vocab.Message{m}, Replaced: &old})
 	}, "inbox")
 	aBlock = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		judged := c.gatedHead()

@@ -369,7 +369,7 @@ func TestRandomWalk(t *testing.T) {
 				t.Fatalf("seed %d step %d: after %T %+v (%s): %v", seed, step, ev, ev, out.Transitions[0], err)
 			}
 			for _, e := range out.Effects {
-				if st, ok := e.(agent.StartTurn); ok && len(st.Claimed) == 0 && !st.Resume {
+				if st, ok := e.(*agent.StartTurn); ok && len(st.Claimed) == 0 && !st.Resume {
 					t.Fatalf("seed %d step %d: a turn started with nothing claimed", seed, step)
 				}
 			}
@@ -405,7 +405,7 @@ func verdictApplied(c agent.Ctx, ev chart.Event, effects []chart.Effect) error {
 			want = e.Rewritten.Text()
 		}
 		for _, eff := range effects {
-			if st, ok := eff.(agent.StartTurn); ok {
+			if st, ok := eff.(*agent.StartTurn); ok {
 				last := st.Claimed[len(st.Claimed)-1]
 				if st.PromptID != head.ID || last.ID != head.ID || last.Text() != want {
 					return fmt.Errorf("pass of %s started %v", head.ID, st)
@@ -416,4 +416,48 @@ func verdictApplied(c agent.Ctx, ev chart.Event, effects []chart.Effect) error {
 		return fmt.Errorf("pass of %s started no turn: %v", head.ID, effects)
 	}
 	return nil
+}
+
+// TestSubmitByPointer: a *Submit is taken exactly as the Submit it points
+// to, from idle (a turn starts), with a gate (the prompt is judged), while
+// running (queued), and for a reused id (refused).
+func TestSubmitByPointer(t *testing.T) {
+	m := agent.New()
+	msg := func(id vocab.ID) vocab.Message {
+		return vocab.Message{ID: id, Role: vocab.RoleUser, Parts: []vocab.Part{{Kind: vocab.PartText, Text: "hi"}}}
+	}
+	for _, gate := range []bool{false, true} {
+		var outs [2]chart.Out
+		var insts [2]*agent.Instance
+		for k := range insts {
+			insts[k] = m.New(agent.NewCtx(agent.Config{PromptGate: gate}), &outs[k])
+		}
+		for _, id := range []vocab.ID{"p1", "p2", "p1"} {
+			v := agent.Submit{Message: msg(id)}
+			errs := [2]error{}
+			for k := range insts {
+				outs[k].Reset()
+				var ev chart.Event = v
+				if k == 1 {
+					ev = &v
+				}
+				errs[k] = m.Fire(insts[k], ev, &outs[k])
+			}
+			if (errs[0] == nil) != (errs[1] == nil) {
+				t.Fatalf("gate=%t %s: errors %v / %v", gate, id, errs[0], errs[1])
+			}
+			if diff := cmp.Diff(outs[0].Effects, outs[1].Effects); diff != "" {
+				t.Errorf("gate=%t %s: effects differ by pointer:\n%s", gate, id, diff)
+			}
+			if diff := cmp.Diff(outs[0].Transitions, outs[1].Transitions); diff != "" {
+				t.Errorf("gate=%t %s: transitions differ by pointer:\n%s", gate, id, diff)
+			}
+			if diff := cmp.Diff(insts[0].Ctx, insts[1].Ctx, cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(agent.Ctx{})); diff != "" {
+				t.Errorf("gate=%t %s: context differs by pointer:\n%s", gate, id, diff)
+			}
+			if insts[0].State() != insts[1].State() {
+				t.Errorf("gate=%t %s: states %s / %s", gate, id, insts[0].State(), insts[1].State())
+			}
+		}
+	}
 }

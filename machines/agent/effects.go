@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loopchart/loopchart/machines/chart"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -100,6 +101,16 @@ type AbortGate struct {
 // Cleanup asks the adapter to release the session (stop background tools,
 // close scopes) and answer Closed.
 type Cleanup struct{}
+
+// Inbox, StartTurn and Claimed, the effects of every prompt and step,
+// are emitted by pointer (*Inbox, *StartTurn, *Claimed) from the
+// chart.Out's storage (chart.Store): valid until the Out's Reset. The
+// other effects are emitted as values.
+var (
+	inboxes    = chart.NewStore[Inbox]()
+	startTurns = chart.NewStore[StartTurn]()
+	claims     = chart.NewStore[Claimed]()
+)
 
 // EffectName implements chart.Effect: inbox.
 func (Inbox) EffectName() string { return "inbox" }

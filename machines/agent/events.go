@@ -31,6 +31,10 @@ const (
 
 // Submit queues a prompt or follow-up on the next-turn list and wakes the
 // agent. Message.ID must be set and not queued yet.
+//
+// The machine takes a *Submit as well (it reads it during the Fire only
+// and keeps a copy of the message): a sender can keep the event in its
+// own storage instead of boxing a copy of a whole message.
 type Submit struct{ Message vocab.Message }
 
 // Steer queues input for the running turn's next step and wakes the agent.

@@ -1737,3 +1737,44 @@ func TestSampler(t *testing.T) {
 		t.Error("a sample for an undeclared trigger must fail")
 	}
 }
+
+var beeps = chart.NewStore[beep]()
+
+// TestStore: effects emitted through a Store are *T pointers holding the
+// values emitted, in order with the other effects; an array that fills up
+// within a fire leaves the effects handed out intact; Reset drops them and
+// reuses the storage (no allocation once grown); a zero Store still emits.
+func TestStore(t *testing.T) {
+	var out chart.Out
+	for round := 0; round < 3; round++ {
+		out.Reset()
+		out.Emit(chart.CancelTimer{Name: "x", Seq: 1})
+		for i := 0; i < 5; i++ {
+			beeps.Emit(&out, beep{N: i})
+		}
+		if len(out.Effects) != 6 {
+			t.Fatalf("round %d: %d effects", round, len(out.Effects))
+		}
+		for i, e := range out.Effects[1:] {
+			b, ok := e.(*beep)
+			if !ok || b.N != i {
+				t.Fatalf("round %d: effect %d is %#v", round, i+1, e)
+			}
+		}
+	}
+	// Grown to hold five: a fire of five more costs nothing.
+	if n := testing.AllocsPerRun(100, func() {
+		out.Reset()
+		for i := 0; i < 5; i++ {
+			beeps.Emit(&out, beep{N: i})
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per fire once grown", n)
+	}
+	var zero chart.Store[beep, *beep]
+	out.Reset()
+	zero.Emit(&out, beep{N: 7})
+	if b, ok := out.Effects[0].(*beep); !ok || b.N != 7 {
+		t.Errorf("zero Store emitted %#v", out.Effects[0])
+	}
+}

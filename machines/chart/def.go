@@ -97,19 +97,104 @@ type Def[C any] struct {
 
 // Out collects the effects requested by one Fire, in order. Reuse one Out
 // across fires (Reset) to avoid allocations.
+//
+// An effect emitted through a Store is a pointer into storage the Out
+// keeps for its type, reused from the next Reset on: read (or copy) an
+// Out's effects before resetting it.
 type Out struct {
 	Effects     []Effect
 	Transitions []Record
+
+	// stores[slot] is the storage of Store slot (nil until used); used
+	// lists the stores written since the last Reset.
+	stores []effectStore
+	used   []effectStore
 }
 
 // Emit appends an effect.
 func (o *Out) Emit(e Effect) { o.Effects = append(o.Effects, e) }
 
-// Reset empties o, keeping its storage.
+// Reset empties o, keeping its storage: the effects it held are dropped
+// and the storage of those emitted through a Store is reused.
 func (o *Out) Reset() {
 	clear(o.Effects)
 	o.Effects = o.Effects[:0]
 	o.Transitions = o.Transitions[:0]
+	for i, s := range o.used {
+		s.reset()
+		o.used[i] = nil
+	}
+	o.used = o.used[:0]
+}
+
+// Store emits effects of type T by pointer, from storage each Out keeps
+// for T: boxing a T into an Effect would cost an allocation per effect,
+// a *T in storage the Out reuses costs none once the Out has grown. The
+// effect is *T (which has T's methods); it is the Out's until its next
+// Reset. Make a Store with NewStore (P is *T), once per type, in a
+// package-level variable.
+type Store[T any, P interface {
+	*T
+	Effect
+}] struct{ slot int }
+
+// stores counts the Stores made; NewStore runs during package
+// initialization only, which is sequential.
+var stores int
+
+// NewStore returns the Store of a new slot. Call it only to initialize a
+// package-level variable.
+func NewStore[T any, P interface {
+	*T
+	Effect
+}]() Store[T, P] {
+	stores++
+	return Store[T, P]{slot: stores}
+}
+
+// effectStore is the storage of one Store in one Out.
+type effectStore interface{ reset() }
+
+type storeOf[T any] struct {
+	vals []T
+	n    int  // vals[:n] are handed out
+	used bool // listed in the Out's used
+}
+
+func (s *storeOf[T]) reset() {
+	clear(s.vals[:s.n]) // what the effects pointed to can be collected
+	s.n, s.used = 0, false
+}
+
+// Emit appends v to o's effects as a *T in o's storage for T.
+func (st Store[T, P]) Emit(o *Out, v T) {
+	if st.slot == 0 { // a zero Store: no storage
+		p := new(T)
+		*p = v
+		o.Effects = append(o.Effects, P(p))
+		return
+	}
+	if st.slot >= len(o.stores) {
+		o.stores = append(o.stores, make([]effectStore, st.slot+1-len(o.stores))...)
+	}
+	s, _ := o.stores[st.slot].(*storeOf[T])
+	if s == nil {
+		s = new(storeOf[T])
+		o.stores[st.slot] = s
+	}
+	if !s.used {
+		s.used = true
+		o.used = append(o.used, s)
+	}
+	if s.n == len(s.vals) {
+		// Full: a larger array. The effects handed out keep the old one
+		// until the Reset; from then on only the new one is used.
+		s.vals, s.n = make([]T, max(2, 2*len(s.vals))), 0
+	}
+	p := &s.vals[s.n]
+	s.n++
+	*p = v
+	o.Effects = append(o.Effects, P(p))
 }
 
 // Record is one transition taken: the leaf state before and after, the

@@ -157,7 +157,10 @@ func (c *Core) message(in *vocab.Input) error {
 	var ev chart.Event
 	switch in.Kind {
 	case vocab.InSubmit:
-		ev = agent.Submit{Message: m}
+		// By pointer, from the machines' scratch: first fires it at once
+		// and the agent keeps a copy of the message, not the event.
+		c.m.submit = agent.Submit{Message: m}
+		ev = &c.m.submit
 	case vocab.InSteer:
 		ev = agent.Steer{Message: m}
 	case vocab.InInject:
@@ -255,11 +258,13 @@ func (c *Core) modelDone(in vocab.Input) {
 	if in.Usage != nil {
 		usage = *in.Usage
 	}
-	// The reply waits in the machines' scratch: the turn reads it in this
-	// Step's run only (the history takes a copy), and a Step has one
-	// model.done.
+	// The reply and its event wait in the machines' scratch: the turn
+	// reads them in this Step's run only (the history takes a copy of the
+	// reply, the turn keeps no event), and a Step has one model.done. The
+	// event goes by pointer: boxing a copy would cost an allocation.
 	c.m.reply = reply
-	c.enqueue(fireReq{kind: reqTurn, ev: turn.ModelDone{Reply: &c.m.reply, Finish: finish, Usage: usage}})
+	c.m.done = turn.ModelDone{Reply: &c.m.reply, Finish: finish, Usage: usage}
+	c.enqueue(fireReq{kind: reqTurn, ev: &c.m.done})
 }
 
 func (c *Core) modelFailed(in vocab.Input) {

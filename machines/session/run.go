@@ -127,13 +127,13 @@ func (c *Core) settle(r fireReq) {
 		var start agent.StartTurn
 		starting := false
 		for _, eff := range effects {
-			if f, ok := eff.(agent.StartTurn); ok {
-				start, starting = f, true
+			if f, ok := eff.(*agent.StartTurn); ok {
+				start, starting = *f, true
 			}
 		}
 		for _, eff := range effects {
 			if starting {
-				if ib, ok := eff.(agent.Inbox); ok && ib.Op == agent.OpClaimed || eff.EffectName() == "start-turn" {
+				if ib, ok := eff.(*agent.Inbox); ok && ib.Op == agent.OpClaimed || eff.EffectName() == "start-turn" {
 					c.beginTurn(start)
 					starting = false
 				}
@@ -194,8 +194,8 @@ func drained(n int, bypass bool) chart.Event {
 
 func (c *Core) agentEffect(eff chart.Effect) {
 	switch f := eff.(type) {
-	case agent.Inbox:
-		c.emit(vocab.EventInboxSpliced, inboxPayload(f))
+	case *agent.Inbox:
+		c.emit(vocab.EventInboxSpliced, inboxPayload(*f))
 		switch f.Op {
 		case agent.OpDiscarded:
 			for _, m := range f.Messages {
@@ -216,9 +216,9 @@ func (c *Core) agentEffect(eff chart.Effect) {
 				delete(c.live, f.Replaced.ID)
 			}
 		}
-	case agent.StartTurn:
+	case *agent.StartTurn:
 		// handled first, by beginTurn
-	case agent.Claimed:
+	case *agent.Claimed:
 		c.claim = append(c.claim, f.Messages...)
 		c.enqueue(fireReq{kind: reqTurn, ev: drained(len(f.Messages), f.Bypass)})
 	case agent.AbortTurn:
@@ -500,7 +500,7 @@ func (m *Machines) newPending(p *pending) *pending {
 // (a hook's verdict, a timer's owner), and no record outlives the Step
 // that dropped it anywhere else (snapshots copy them).
 func (m *Machines) recycle() {
-	m.reply = vocab.Message{}
+	m.reply, m.done, m.submit = vocab.Message{}, turn.ModelDone{}, agent.Submit{}
 	if m.deadTurn == nil && len(m.deadTools) == 0 && len(m.dead) == 0 && len(m.deadCalls) == 0 {
 		return
 	}

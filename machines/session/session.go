@@ -266,10 +266,14 @@ type Machines struct {
 	hashScratch     []byte
 	turns, deadTurn *turn.Instance
 	// turnCfg is the config of the turn a queued reqStartTurn makes;
-	// reply is the normalized reply of the Step's model.done (cleared by
-	// recycle).
+	// reply is the normalized reply of the Step's model.done and done the
+	// turn's event for it, fired by pointer (both cleared by recycle).
 	turnCfg turn.Config
 	reply   vocab.Message
+	done    turn.ModelDone
+	// submit is the agent's event of the Step's submit, fired by pointer
+	// (cleared by recycle).
+	submit agent.Submit
 }
 
 // payloadEntry is one boxed transition payload: a transition declared on

@@ -54,6 +54,10 @@ type call struct {
 	// logged is the tool/call payload, boxed: tool/execution-start shares
 	// it when the call runs as the model made it.
 	logged any
+	// started is the turn's tool.started event for the call, fired by
+	// pointer (the queue is drained in the Step that launches the call,
+	// and a call is launched once).
+	started turn.ToolStarted
 }
 
 // spec returns the spec of the tool named name, or nil.
@@ -240,7 +244,8 @@ func (c *Core) launch(cl *call) bool {
 		}
 		c.emit(vocab.EventToolExecutionStart, p)
 	}
-	c.enqueue(fireReq{kind: reqTurn, ev: turn.ToolStarted{CallID: cl.Call.ID}})
+	cl.started = turn.ToolStarted{CallID: cl.Call.ID}
+	c.enqueue(fireReq{kind: reqTurn, ev: &cl.started})
 	return true
 }
 
@@ -273,7 +278,7 @@ func (c *Core) toolEffect(cl *call, eff chart.Effect) {
 		}
 	case tool.RequestApproval:
 		c.emit(vocab.EventToolApproval, vocab.ApprovalPayload{Call: f.Call, Question: f.Question, State: vocab.ApprovalRequested})
-	case tool.Execute:
+	case *tool.Execute:
 		cl.ready = true
 		c.enqueue(fireReq{kind: reqSchedule})
 	case tool.Progress:
@@ -316,7 +321,7 @@ func (c *Core) toolEffect(cl *call, eff chart.Effect) {
 			c.enqueue(fireReq{kind: reqTool, call: cl, ev: tool.AfterDone{Result: f.Result}})
 		}
 		c.enqueue(fireReq{kind: reqSchedule}) // its execution ended
-	case tool.Outcome:
+	case *tool.Outcome:
 		if cl.work != 0 {
 			c.drop(cl.work) // a result that comes after the outcome is stale
 			cl.work = 0

@@ -14,28 +14,30 @@ import (
 var messageStart any = vocab.MessagePayload{Message: vocab.Message{Role: vocab.RoleAssistant}}
 
 func (c *Core) turnEffect(eff chart.Effect) {
+	// The effects of every step come by pointer, into the Out's storage:
+	// each case reads what it needs before the next fire resets the Out.
 	switch f := eff.(type) {
-	case turn.RunGate:
-		c.runGate(f)
-	case turn.StartRequest:
-		c.startRequest(f)
+	case *turn.RunGate:
+		c.runGate(*f)
+	case *turn.StartRequest:
+		c.startRequest(*f)
 	case turn.CancelRequest:
 		c.cancelRequest(f.Cause)
-	case turn.CommitReply:
-		c.commitReply(f)
+	case *turn.CommitReply:
+		c.commitReply(*f)
 	case turn.RetryScheduled:
 		c.emit(vocab.EventRetry, vocab.RetryPayload{FailedAttempt: f.FailedAttempt, NextAttempt: f.NextAttempt,
 			MaxAttempts: f.MaxAttempts, Delay: f.Delay, Code: f.Code, Message: f.Message})
-	case turn.SpawnTools:
+	case *turn.SpawnTools:
 		c.admit(f.Calls)
 	case turn.CancelTools:
 		c.cancelTools(f.Cause)
-	case turn.CommitResults:
+	case *turn.CommitResults:
 		c.commitResults(f.Results)
-	case turn.Drain:
-		c.drain(f)
-	case turn.EndTurn:
-		c.endTurn(f)
+	case *turn.Drain:
+		c.drain(*f)
+	case *turn.EndTurn:
+		c.endTurn(*f)
 	case chart.StartTimer:
 		c.startTimer("turn", "", f, c.turnNo)
 	case chart.CancelTimer:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/loopchart/loopchart/machines/chart"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -75,6 +76,14 @@ func (RunBefore) EffectName() string { return "run-before" }
 
 // EffectName implements chart.Effect.
 func (RequestApproval) EffectName() string { return "request-approval" }
+
+// Execute and Outcome, the effects of every call, are emitted by pointer
+// (*Execute, *Outcome) from the chart.Out's storage (chart.Store): valid
+// until the Out's Reset. The other effects are emitted as values.
+var (
+	executes = chart.NewStore[Execute]()
+	outcomes = chart.NewStore[Outcome]()
+)
 
 // EffectName implements chart.Effect.
 func (Execute) EffectName() string { return "execute" }

@@ -139,7 +139,7 @@ var (
 		c.setResult(denied(c.Call, "was not approved", ev.(Reject).Reason))
 	})
 	aEnterExecuting = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
-		out.Emit(Execute{Call: &c.Call, Rewritten: c.Rewritten})
+		executes.Emit(out, Execute{Call: &c.Call, Rewritten: c.Rewritten})
 	}, "execute")
 	aStarted = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Started = true })
 	aUpdate  = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
@@ -218,7 +218,7 @@ var (
 		c.setResult(errResult(c.Call, vocab.CodeHook, c.Started, "ran, but its after-hook failed: %s", ev.(AfterFailed).Message))
 	})
 	aOutcome = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
-		out.Emit(Outcome{Result: c.resultRef(), Background: c.Detached})
+		outcomes.Emit(out, Outcome{Result: c.resultRef(), Background: c.Detached})
 	}, "outcome")
 )
 

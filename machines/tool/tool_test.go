@@ -248,7 +248,7 @@ func TestOneOutcome(t *testing.T) {
 			}
 			n := p.outcomes
 			for _, e := range out.Effects {
-				if o, ok := e.(tool.Outcome); ok {
+				if o, ok := e.(*tool.Outcome); ok {
 					n++
 					if o.Result.CallID != call.ID || o.Result.Name != call.Name {
 						t.Errorf("outcome for the wrong call: %s", o)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loopchart/loopchart/machines/chart"
 	"github.com/loopchart/loopchart/vocab"
 )
 
@@ -71,6 +72,20 @@ type EndTurn struct {
 	End   vocab.TurnEnd
 	Steps int
 }
+
+// The effects of every step and the turn's end (RunGate, StartRequest,
+// CommitReply, SpawnTools, CommitResults, Drain, EndTurn) are emitted by
+// pointer (*RunGate, …) from the chart.Out's storage (chart.Store): valid
+// until the Out's Reset. The other effects are emitted as values.
+var (
+	runGates           = chart.NewStore[RunGate]()
+	startRequests      = chart.NewStore[StartRequest]()
+	commitReplies      = chart.NewStore[CommitReply]()
+	spawnTools         = chart.NewStore[SpawnTools]()
+	commitResultsStore = chart.NewStore[CommitResults]()
+	drains             = chart.NewStore[Drain]()
+	endTurns           = chart.NewStore[EndTurn]()
+)
 
 // EffectName implements chart.Effect.
 func (RunGate) EffectName() string { return "run-gate" }

@@ -52,6 +52,11 @@ type GateRefuse struct {
 // Reply is shared, not copied (boxing the event costs 64 bytes, not a
 // whole message): the sender must not change it afterwards. A nil Reply is
 // an empty reply.
+//
+// The machine takes a *ModelDone as well (it reads it during the Fire
+// only and keeps Reply, never the event): a sender that fires one
+// model.done at a time can keep the event in its own storage instead of
+// boxing a copy.
 type ModelDone struct {
 	Reply  *vocab.Message
 	Finish vocab.FinishReason
@@ -74,7 +79,8 @@ type TimerFired struct {
 	Seq  uint64
 }
 
-// ToolStarted: the call began executing.
+// ToolStarted: the call began executing. The machine takes a *ToolStarted
+// as well (it reads it during the Fire only).
 type ToolStarted struct{ CallID string }
 
 // ToolOutcome: the call ended with Result (its CallID names the call; nil
@@ -115,6 +121,22 @@ func (GateRefuse) Trigger() chart.Trigger { return TrGateRefuse }
 
 // Trigger implements chart.Event.
 func (ModelDone) Trigger() chart.Trigger { return TrModelDone }
+
+// startedID returns the CallID of ev, a ToolStarted or a *ToolStarted.
+func startedID(ev chart.Event) string {
+	if s, ok := ev.(*ToolStarted); ok {
+		return s.CallID
+	}
+	return ev.(ToolStarted).CallID
+}
+
+// modelDone returns the ModelDone of ev, given as a value or a pointer.
+func modelDone(ev chart.Event) ModelDone {
+	if d, ok := ev.(*ModelDone); ok {
+		return *d
+	}
+	return ev.(ModelDone)
+}
 
 // Trigger implements chart.Event.
 func (ModelFailed) Trigger() chart.Trigger { return TrModelFailed }

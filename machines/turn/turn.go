@@ -78,31 +78,31 @@ var (
 	// A reply cut off by the output limit: its tool calls are not executed
 	// and the turn stops at the drain.
 	gTruncatedCalls = &guard{Name: "truncatedCalls", Test: func(_ *Ctx, ev chart.Event) bool {
-		d := ev.(ModelDone)
+		d := modelDone(ev)
 		return d.Finish == vocab.FinishMaxTokens && d.Reply != nil && d.Reply.HasToolCalls()
 	}}
 	gHasToolCalls = &guard{Name: "hasToolCalls", Test: func(_ *Ctx, ev chart.Event) bool {
-		r := ev.(ModelDone).Reply
+		r := modelDone(ev).Reply
 		return r != nil && r.HasToolCalls()
 	}}
 	gEmptyRetry = &guard{Name: "emptyRetryable", Test: func(c *Ctx, ev chart.Event) bool {
-		d := ev.(ModelDone)
+		d := modelDone(ev)
 		return (d.Reply == nil || d.Reply.IsEmptyReply()) && c.Config.Retry.ShouldRetry(c.Attempt, emptyErr(d.Finish))
 	}}
 	gEmpty = &guard{Name: "empty", Test: func(_ *Ctx, ev chart.Event) bool {
-		r := ev.(ModelDone).Reply
+		r := modelDone(ev).Reply
 		return r == nil || r.IsEmptyReply()
 	}}
 	// A non-empty reply without tool calls that the provider ended with a
 	// failing finish reason (filtered, error, aborted). Ordered after the
 	// tool-call and empty-reply guards, so only text replies reach it.
 	gBadFinish = &guard{Name: "badFinish", Test: func(_ *Ctx, ev chart.Event) bool {
-		return finishErr(ev.(ModelDone).Finish) != nil
+		return finishErr(modelDone(ev).Finish) != nil
 	}}
 	// A reply the provider paused (a long turn cut in two): the model
 	// owes the rest, so the turn takes another step without new input.
 	gPaused = &guard{Name: "pausedReply", Test: func(_ *Ctx, ev chart.Event) bool {
-		return ev.(ModelDone).Finish == vocab.FinishPause
+		return modelDone(ev).Finish == vocab.FinishPause
 	}}
 	gRecovered = &guard{Name: "recovered", Test: func(_ *Ctx, ev chart.Event) bool { return ev.(ModelFailed).Recovered }}
 	gRetryable = &guard{Name: "retryAllowed", Test: func(c *Ctx, ev chart.Event) bool {
@@ -124,7 +124,7 @@ var (
 		return gPendingCall.Test(c, ev) && c.pending() == 1
 	}}
 	gKnownCall = &guard{Name: "knownCall", Test: func(c *Ctx, ev chart.Event) bool {
-		return c.index(ev.(ToolStarted).CallID) >= 0
+		return c.index(startedID(ev)) >= 0
 	}}
 	gLoopTerminated = &guard{Name: "loopTerminated", Test: func(c *Ctx, _ chart.Event) bool { return c.LoopEnd != nil }}
 	gStopRequested  = &guard{Name: "stopRequested", Test: func(c *Ctx, _ chart.Event) bool { return c.Paused || c.Stopped }}
@@ -195,7 +195,7 @@ func act(run func(c *Ctx, ev chart.Event, out *chart.Out), effects ...string) *a
 
 var (
 	aEnterGating = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
-		out.Emit(RunGate{Turn: c.Config.Turn, Step: c.Step + 1, First: c.Step == 0})
+		runGates.Emit(out, RunGate{Turn: c.Config.Turn, Step: c.Step + 1, First: c.Step == 0})
 	}, "run-gate")
 	aProceed = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		c.Step++
@@ -208,25 +208,25 @@ var (
 	})
 	aEnterThinking = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
 		c.Attempt++
-		out.Emit(StartRequest{Turn: c.Config.Turn, Step: c.Step, Attempt: c.Attempt})
+		startRequests.Emit(out, StartRequest{Turn: c.Config.Turn, Step: c.Step, Attempt: c.Attempt})
 	}, "start-request")
 	aRecover     = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Attempt = 0 })
 	aCommitReply = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
-		d := ev.(ModelDone)
+		d := modelDone(ev)
 		if d.Finish == vocab.FinishMaxTokens {
 			c.MaxTokens = true
 		}
-		out.Emit(CommitReply{Reply: d.Reply, Finish: d.Finish, Usage: d.Usage})
+		commitReplies.Emit(out, CommitReply{Reply: d.Reply, Finish: d.Finish, Usage: d.Usage})
 	}, "commit-reply")
 	aTruncated = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
-		calls := msgOf(ev.(ModelDone).Reply).ToolCalls()
+		calls := msgOf(modelDone(ev).Reply).ToolCalls()
 		res := make([]*vocab.ToolResult, len(calls))
 		for i, call := range calls {
 			res[i] = &vocab.ToolResult{CallID: call.ID, Name: call.Name, IsError: true, Code: vocab.CodeToolMaxTokens,
 				Content: "not executed: the reply hit the output token limit"}
 		}
-		out.Emit(CommitResults{Results: res})
+		commitResultsStore.Emit(out, CommitResults{Results: res})
 		// Stop at the drain: stopRequested ends the turn there, and the
 		// sticky MaxTokens (set by the commit) makes the end max-tokens.
 		if !c.Stopped {
@@ -235,10 +235,8 @@ var (
 	}, "commit-reply", "commit-results")
 	aActing = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
-		c.Calls = msgOf(ev.(ModelDone).Reply).ToolCalls()
-		c.Results = make([]*vocab.ToolResult, len(c.Calls))
-		c.Started = make([]bool, len(c.Calls))
-		out.Emit(SpawnTools{Step: c.Step, Calls: c.Calls})
+		c.Calls, c.Results, c.Started = newBatch(modelDone(ev).Reply)
+		spawnTools.Emit(out, SpawnTools{Step: c.Step, Calls: c.Calls})
 	}, "commit-reply", "spawn-tools")
 	aConcluded = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
@@ -249,13 +247,13 @@ var (
 	}, "commit-reply")
 	aBadFinish = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		aCommitReply.Run(c, ev, out)
-		fail(c, finishErr(ev.(ModelDone).Finish))
+		fail(c, finishErr(modelDone(ev).Finish))
 	}, "commit-reply")
 	aEmptyRetry = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
-		scheduleRetry(c, emptyErr(ev.(ModelDone).Finish), 0, out)
+		scheduleRetry(c, emptyErr(modelDone(ev).Finish), 0, out)
 	}, "retry-scheduled", "start-timer")
 	aEmptyFail = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
-		fail(c, emptyErr(ev.(ModelDone).Finish))
+		fail(c, emptyErr(modelDone(ev).Finish))
 	})
 	aRetry = act(func(c *Ctx, ev chart.Event, out *chart.Out) {
 		f := ev.(ModelFailed)
@@ -263,7 +261,7 @@ var (
 	}, "retry-scheduled", "start-timer")
 	aFail       = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { fail(c, ev.(ModelFailed).Err) })
 	aRetryTimer = act(func(c *Ctx, _ chart.Event, _ *chart.Out) { c.Timer = chart.Timer{} })
-	aStarted    = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { c.Started[c.index(ev.(ToolStarted).CallID)] = true })
+	aStarted    = act(func(c *Ctx, ev chart.Event, _ *chart.Out) { c.Started[c.index(startedID(ev))] = true })
 	aOutcome    = act(func(c *Ctx, ev chart.Event, _ *chart.Out) {
 		r := ev.(ToolOutcome).Result
 		i := c.index(r.CallID)
@@ -298,11 +296,7 @@ var (
 		commitResults(c, out)
 	}, "cancel-timer", "commit-results")
 	aEnterDraining = act(func(c *Ctx, _ chart.Event, out *chart.Out) {
-		if c.Step >= 0 && c.Step < len(drainEffects) {
-			out.Emit(drainEffects[c.Step][b2i(c.Concluded)])
-			return
-		}
-		out.Emit(Drain{Step: c.Step, Concluded: c.Concluded})
+		drains.Emit(out, Drain{Step: c.Step, Concluded: c.Concluded})
 	}, "drain")
 	aStopDone = act(func(c *Ctx, _ chart.Event, _ *chart.Out) {
 		c.End = endCompleted
@@ -363,11 +357,7 @@ var (
 		if c.End.Kind == vocab.EndCompleted && c.MaxTokens {
 			c.End = endMaxTokens
 		}
-		if *c.End == *endCompleted && c.Step >= 0 && c.Step < len(endCompletedEffects) {
-			out.Emit(endCompletedEffects[c.Step])
-			return
-		}
-		out.Emit(EndTurn{End: *c.End, Steps: c.Step})
+		endTurns.Emit(out, EndTurn{End: *c.End, Steps: c.Step})
 	}, "end-turn")
 )
 
@@ -379,31 +369,6 @@ var (
 	endBlocked   = &vocab.TurnEnd{Kind: vocab.EndBlocked}
 	endMaxTokens = &vocab.TurnEnd{Kind: vocab.EndMaxTokens}
 )
-
-// drainEffects[step][concluded] and endCompletedEffects[steps] are the
-// Drain and completed EndTurn effects of a turn's first steps, boxed once:
-// an effect is never changed, so fires share them.
-var (
-	drainEffects = func() (effs [16][2]chart.Effect) {
-		for i := range effs {
-			effs[i] = [2]chart.Effect{Drain{Step: i}, Drain{Step: i, Concluded: true}}
-		}
-		return effs
-	}()
-	endCompletedEffects = func() (effs [16]chart.Effect) {
-		for i := range effs {
-			effs[i] = EndTurn{End: *endCompleted, Steps: i}
-		}
-		return effs
-	}()
-)
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 func setAbort(c *Ctx, ev chart.Event) {
 	cause := ev.(Abort).Cause
@@ -444,7 +409,62 @@ func commitResults(c *Ctx, out *chart.Out) {
 	}
 	// The results are never changed in place (a step's batch is dropped
 	// whole at the next step), so the effect shares them.
-	out.Emit(CommitResults{Results: slices.Clip(c.Results)})
+	commitResultsStore.Emit(out, CommitResults{Results: slices.Clip(c.Results)})
+}
+
+// newBatch returns a step's batch: the reply's tool calls (copies, in
+// order) and the batch's Results and Started, all nil or false. A small
+// batch gets the three in one allocation (each slice's capacity is its
+// length, so none grows into another).
+func newBatch(reply *vocab.Message) (calls []vocab.ToolCall, results []*vocab.ToolResult, started []bool) {
+	n := 0
+	if reply != nil {
+		for _, p := range reply.Parts {
+			if p.Kind == vocab.PartToolCall && p.Call != nil {
+				n++
+			}
+		}
+	}
+	switch {
+	case n == 1:
+		b := new(struct {
+			calls   [1]vocab.ToolCall
+			results [1]*vocab.ToolResult
+			started [1]bool
+		})
+		calls, results, started = b.calls[:], b.results[:], b.started[:]
+	case n == 2:
+		b := new(struct {
+			calls   [2]vocab.ToolCall
+			results [2]*vocab.ToolResult
+			started [2]bool
+		})
+		calls, results, started = b.calls[:], b.results[:], b.started[:]
+	case n > 2 && n <= 4:
+		b := new(struct {
+			calls   [4]vocab.ToolCall
+			results [4]*vocab.ToolResult
+			started [4]bool
+		})
+		calls, results, started = b.calls[:n:n], b.results[:n:n], b.started[:n:n]
+	default:
+		// As vocab.Message.ToolCalls: no calls is a nil slice.
+		if n > 0 {
+			calls = make([]vocab.ToolCall, n)
+		}
+		results, started = make([]*vocab.ToolResult, n), make([]bool, n)
+	}
+	if n == 0 {
+		return calls, results, started
+	}
+	i := 0
+	for _, p := range reply.Parts {
+		if p.Kind == vocab.PartToolCall && p.Call != nil {
+			calls[i] = *p.Call
+			i++
+		}
+	}
+	return calls, results, started
 }
 
 // Definition is the turn machine: the single source of its stateless

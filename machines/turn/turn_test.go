@@ -283,3 +283,69 @@ func TestDeclaredEffects(t *testing.T) {
 		}
 	}
 }
+
+// TestModelDoneByPointer: a *ModelDone (and a *ToolStarted) is taken
+// exactly as the value it points to (same transitions, effects and context), for replies of 0
+// to 6 tool calls (the batch sizes newBatch allocates differently), and
+// the batch holds the reply's calls in order with nothing settled.
+func TestModelDoneByPointer(t *testing.T) {
+	m := turn.New()
+	for n := 0; n <= 6; n++ {
+		reply := &vocab.Message{Role: vocab.RoleAssistant, Parts: []vocab.Part{{Kind: vocab.PartText, Text: "x"}}}
+		for i := 0; i < n; i++ {
+			reply.Parts = append(reply.Parts, vocab.Part{Kind: vocab.PartToolCall,
+				Call: &vocab.ToolCall{ID: fmt.Sprint("c", i), Name: "noop", Args: json.RawMessage(`{}`)}})
+		}
+		var outs [2]chart.Out
+		var insts [2]*turn.Instance
+		for k := range insts {
+			insts[k] = m.New(turn.NewCtx(turn.Config{Turn: 1}), &outs[k])
+			if err := m.Fire(insts[k], turn.GateProceed{Claimed: 1}, &outs[k]); err != nil {
+				t.Fatal(err)
+			}
+			outs[k].Reset()
+		}
+		d := turn.ModelDone{Reply: reply, Finish: vocab.FinishToolCalls}
+		if err := m.Fire(insts[0], d, &outs[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Fire(insts[1], &d, &outs[1]); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(outs[0].Effects, outs[1].Effects); diff != "" {
+			t.Errorf("%d calls: effects differ by pointer:\n%s", n, diff)
+		}
+		if diff := cmp.Diff(outs[0].Transitions, outs[1].Transitions); diff != "" {
+			t.Errorf("%d calls: transitions differ by pointer:\n%s", n, diff)
+		}
+		if diff := cmp.Diff(insts[0].Ctx, insts[1].Ctx); diff != "" {
+			t.Errorf("%d calls: context differs by pointer:\n%s", n, diff)
+		}
+		c := insts[1].Ctx
+		if n == 0 {
+			continue // concluded: no batch
+		}
+		if diff := cmp.Diff(reply.ToolCalls(), c.Calls); diff != "" {
+			t.Errorf("%d calls: batch calls:\n%s", n, diff)
+		}
+		if len(c.Results) != n || len(c.Started) != n || cap(c.Calls) != n || cap(c.Results) != n || cap(c.Started) != n {
+			t.Errorf("%d calls: lengths %d/%d/%d, capacities %d/%d/%d", n, len(c.Calls), len(c.Results), len(c.Started), cap(c.Calls), cap(c.Results), cap(c.Started))
+		}
+		for i := range c.Results {
+			if c.Results[i] != nil || c.Started[i] {
+				t.Errorf("%d calls: slot %d not empty", n, i)
+			}
+		}
+		// tool.started by value and by pointer.
+		s := turn.ToolStarted{CallID: fmt.Sprint("c", n-1)}
+		if err := m.Fire(insts[0], s, &outs[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Fire(insts[1], &s, &outs[1]); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(insts[0].Ctx, insts[1].Ctx); diff != "" || !insts[1].Ctx.Started[n-1] {
+			t.Errorf("%d calls: tool.started by pointer:\n%s", n, diff)
+		}
+	}
+}
