@@ -39,6 +39,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		e.forceMu.Do(func() { close(e.force) })
 		<-e.done
 	}
+	e.quiesce(ctx)
 	if len(e.stuck) > 0 {
 		names := make([]string, len(e.stuck))
 		for i, s := range e.stuck {
@@ -47,6 +48,25 @@ func (e *Engine) Close(ctx context.Context) error {
 		return vocab.Errorf(vocab.CodeStuck, "closed with work that ignored its cancellation: %s", strings.Join(names, ", "))
 	}
 	return nil
+}
+
+// quiesce waits, at most until ctx ends, for the goroutine that stepped
+// the stop to leave the lane: e.done is closed inside its drive, and
+// Close returns only once nothing drives the lane any more (a caller that
+// reads Stats after Close sees it at rest).
+func (e *Engine) quiesce(ctx context.Context) {
+	e.mu.Lock()
+	if !e.driving {
+		e.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	e.waiters = append(e.waiters, ch) // the drive wakes them on its way out: e.err is set
+	e.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
 }
 
 // BeginClose starts the close Close does and returns once the session
