@@ -82,7 +82,7 @@ func (e *Engine) stopper() {
 	e.wmu.Unlock()
 	sortStuck(stuck)
 	e.stuck = stuck
-	_ = e.post(item{in: vocab.Input{Kind: vocab.InStopped, At: e.opt.Clock.Now(), Stuck: stuck}}, nil)
+	_ = e.post(&item{in: vocab.Input{Kind: vocab.InStopped, At: e.opt.Clock.Now(), Stuck: stuck}}, nil, nil)
 	if len(stuck) > 0 {
 		// The helper goroutine waits for stuck work; it is the one
 		// goroutine Close cannot end, and the error names its work.

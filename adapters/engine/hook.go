@@ -38,7 +38,7 @@ func (e *Engine) runJob(wk *worker) {
 	cancel(nil)
 	reply := make(chan error, 1)
 	defer e.finish(wk)
-	if e.post(item{in: vocab.Input{Kind: vocab.InMaintenanceDone, At: e.opt.Clock.Now(), Work: wk.w.ID}, reply: reply}, nil, func() { e.finish(wk) }) == nil {
+	if e.post(&item{in: vocab.Input{Kind: vocab.InMaintenanceDone, At: e.opt.Clock.Now(), Work: wk.w.ID}, reply: reply}, nil, wk) == nil {
 		select {
 		case <-reply:
 		case <-e.done:

@@ -35,7 +35,7 @@ func (e *Engine) callCtx(ctx context.Context, it item) error { return e.callAs(c
 // when it drives the lane, is handed work as a free worker is (see post).
 func (e *Engine) callAs(ctx context.Context, it item, self *worker) error {
 	it.reply = make(chan error, 1)
-	if err := e.post(it, self); err != nil {
+	if err := e.post(&it, self, nil); err != nil {
 		return err
 	}
 	select {
@@ -56,7 +56,7 @@ func (e *Engine) callAs(ctx context.Context, it item, self *worker) error {
 // query runs f on the lane.
 func (e *Engine) query(ctx context.Context, f func(*session.Core)) error {
 	done := make(chan struct{})
-	if err := e.post(item{query: func(c *session.Core) { f(c); close(done) }}, nil); err != nil {
+	if err := e.post(&item{query: func(c *session.Core) { f(c); close(done) }}, nil, nil); err != nil {
 		return err
 	}
 	select {
@@ -79,17 +79,18 @@ func (e *Engine) query(ctx context.Context, f func(*session.Core)) error {
 // caller (nil for other callers and timers); the work the lane hands back
 // is for it to run next.
 //
-// queued, when given, runs once the item is in the mailbox (before the
-// lane runs).
-func (e *Engine) post(it item, self *worker, queued ...func()) error {
+// done, when not nil, is work that reports its result with it: it is
+// finished once the item is in the mailbox (before the lane runs). The
+// item is copied into the mailbox; it is not kept.
+func (e *Engine) post(it *item, self *worker, done *worker) error {
 	e.mu.Lock()
 	if e.err != nil {
 		e.mu.Unlock()
 		return e.err
 	}
-	e.box = append(e.box, it)
-	for _, f := range queued {
-		f()
+	e.box = append(e.box, *it)
+	if done != nil {
+		e.finish(done)
 	}
 	if e.driving {
 		e.mu.Unlock()

@@ -13,10 +13,10 @@ import (
 func (e *Engine) runTool(wk *worker) {
 	id := wk.w.ID
 	progress := func(text string) {
-		_ = e.post(item{in: vocab.Input{Kind: vocab.InToolUpdate, At: e.opt.Clock.Now(), Work: id, Text: text}}, nil)
+		_ = e.post(&item{in: vocab.Input{Kind: vocab.InToolUpdate, At: e.opt.Clock.Now(), Work: id, Text: text}}, nil, nil)
 	}
 	detach := func(ack string) bool { // tools.Detach calls it at most once
-		return e.post(item{in: vocab.Input{Kind: vocab.InToolDetached, At: e.opt.Clock.Now(), Work: id, Text: ack}}, nil) == nil
+		return e.post(&item{in: vocab.Input{Kind: vocab.InToolDetached, At: e.opt.Clock.Now(), Work: id, Text: ack}}, nil, nil) == nil
 	}
 	ctx := tools.WithRun(&wk.ctx, progress, detach)
 	res := e.opt.Tools.Execute(ctx, *wk.w.Call, nil) // progress rides in ctx

@@ -101,7 +101,7 @@ func (e *Engine) launch(wk *worker) {
 		id := wk.w.ID
 		wk.timer = e.opt.Clock.AfterFunc(wk.w.Deadline.Sub(e.opt.Clock.Now()), func() {
 			if e.finish(wk) {
-				_ = e.post(item{in: vocab.Input{Kind: vocab.InTimerFired, At: e.opt.Clock.Now(), Work: id}}, nil)
+				_ = e.post(&item{in: vocab.Input{Kind: vocab.InTimerFired, At: e.opt.Clock.Now(), Work: id}}, nil, nil)
 			}
 		})
 		return
@@ -157,7 +157,7 @@ func (e *Engine) report(wk *worker, in vocab.Input) {
 	if !skip {
 		in.At, in.Work = e.opt.Clock.Now(), wk.w.ID
 		wk.free = true
-		if e.post(item{in: in}, wk, func() { e.finish(wk) }) == nil {
+		if e.post(&item{in: in}, wk, wk) == nil {
 			return // queued: finish ran
 		}
 	}
