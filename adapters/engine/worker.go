@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/loopchart/loopchart/adapters/clock"
+	"github.com/loopchart/loopchart/adapters/tools"
 	"github.com/loopchart/loopchart/machines/session"
 	"github.com/loopchart/loopchart/vocab"
 )
@@ -15,7 +16,9 @@ import (
 type worker struct {
 	w work
 	// ctx is the work's context (see workCtx).
-	ctx   workCtx
+	ctx workCtx
+	// run is a tool call's context, in its toolWorker (see runTool).
+	run   *tools.RunCtx
 	timer clock.Timer
 	job   *job
 	// cancelled is set when the core cancelled the work and no longer
@@ -25,6 +28,13 @@ type worker struct {
 	// the next piece of work (next) to run on the same goroutine.
 	free bool
 	next *worker
+}
+
+// toolWorker is the worker of a tool call: the call's context is part of
+// it (one allocation per call for both).
+type toolWorker struct {
+	worker
+	run tools.RunCtx
 }
 
 // work is what a worker keeps of its session.Work: the fields model,
@@ -66,7 +76,15 @@ type job struct {
 
 // register records work the core started; launch then starts it.
 func (e *Engine) register(w session.Work) *worker {
-	wk := &worker{w: work{ID: w.ID, Kind: w.Kind, Request: w.Request, Call: w.Call, Deadline: w.Deadline}}
+	var wk *worker
+	if w.Kind == session.WorkTool {
+		tw := &toolWorker{}
+		tw.worker.run = &tw.run
+		wk = &tw.worker
+	} else {
+		wk = &worker{}
+	}
+	wk.w = work{ID: w.ID, Kind: w.Kind, Request: w.Request, Call: w.Call, Deadline: w.Deadline}
 	switch w.Kind {
 	case session.WorkHook:
 		h := w
@@ -83,7 +101,7 @@ func (e *Engine) register(w session.Work) *worker {
 		}
 		wk.job.started = true
 	}
-	wk.ctx.init(e)
+	wk.ctx.init(e, w.ID)
 	e.wmu.Lock()
 	if e.running == nil {
 		e.running = map[uint64]*worker{}
