@@ -17,8 +17,8 @@ type worker struct {
 	w work
 	// ctx is the work's context (see workCtx).
 	ctx workCtx
-	// run is a tool call's context, in its toolWorker (see runTool).
-	run   *tools.RunCtx
+	// tool is the toolWorker this worker is part of (tool calls only).
+	tool  *toolWorker
 	timer clock.Timer
 	job   *job
 	// cancelled is set when the core cancelled the work and no longer
@@ -30,11 +30,13 @@ type worker struct {
 	next *worker
 }
 
-// toolWorker is the worker of a tool call: the call's context is part of
-// it (one allocation per call for both).
+// toolWorker is the worker of a tool call, with the call's context and
+// its result: one allocation per call for the three (the core copies a
+// tool result as it steps it, and keeps no pointer to it).
 type toolWorker struct {
 	worker
 	run tools.RunCtx
+	res vocab.ToolResult
 }
 
 // work is what a worker keeps of its session.Work: the fields model,
@@ -79,7 +81,7 @@ func (e *Engine) register(w session.Work) *worker {
 	var wk *worker
 	if w.Kind == session.WorkTool {
 		tw := &toolWorker{}
-		tw.worker.run = &tw.run
+		tw.tool = tw
 		wk = &tw.worker
 	} else {
 		wk = &worker{}
