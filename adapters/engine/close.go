@@ -76,9 +76,9 @@ func (e *Engine) stopper() {
 	}
 	e.wmu.Lock()
 	var stuck []vocab.StuckWork
-	for id, wk := range e.running {
+	e.running.Each(func(id uint64, wk *worker) {
 		stuck = append(stuck, vocab.StuckWork{Work: id, What: wk.what()})
-	}
+	})
 	e.wmu.Unlock()
 	sortStuck(stuck)
 	e.stuck = stuck

@@ -253,18 +253,12 @@ func (e *Engine) step(it *item) {
 		return
 	}
 	if it.reply != nil && in.ID != "" {
-		if e.acks == nil {
-			e.acks = map[vocab.ID]chan error{}
-		}
-		e.acks[in.ID] = it.reply
+		e.acks.Set(in.ID, it.reply)
 	} else if it.reply != nil {
 		it.reply <- nil
 	}
 	if it.wait != nil {
-		if e.prompts == nil {
-			e.prompts = map[vocab.ID]*promptWait{}
-		}
-		e.prompts[in.ID] = it.wait
+		e.prompts.Set(in.ID, it.wait)
 	}
 	if it.job != nil {
 		if e.jobs == nil {
@@ -403,13 +397,11 @@ func (e *Engine) appendEvents(rd session.Ready) (err error) {
 func (e *Engine) deliver(r session.Result) {
 	switch r.Kind {
 	case session.Accepted:
-		if ch := e.acks[r.Input]; ch != nil {
-			delete(e.acks, r.Input)
+		if ch, _ := e.acks.Take(r.Input); ch != nil {
 			ch <- nil
 		}
 	case session.PromptEnded:
-		if w := e.prompts[r.Input]; w != nil {
-			delete(e.prompts, r.Input)
+		if w, _ := e.prompts.Take(r.Input); w != nil {
 			w.result = *r.Prompt
 			close(w.done)
 		}
@@ -447,19 +439,15 @@ func (e *Engine) stop(err error) {
 			it.reply <- err
 		}
 	}
-	for id, ch := range e.acks {
-		delete(e.acks, id)
-		ch <- err
-	}
-	for id, w := range e.prompts {
-		delete(e.prompts, id)
+	e.acks.Drain(func(_ vocab.ID, ch chan error) { ch <- err })
+	e.prompts.Drain(func(_ vocab.ID, w *promptWait) {
 		w.result = vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: &vocab.CancelCause{Kind: vocab.CancelDisposed}}
 		if vocab.CodeOf(err) != vocab.CodeClosed {
 			w.result = vocab.PromptResult{Kind: vocab.PromptFailed, Err: vocab.AsError(err)}
 			w.err = err
 		}
 		close(w.done)
-	}
+	})
 	for id, j := range e.jobs {
 		delete(e.jobs, id)
 		if !j.started {
@@ -487,18 +475,12 @@ func (e *Engine) stopErr() error {
 // trimMaps drops the lane's maps when they are empty (a map keeps its
 // buckets after its entries are deleted); they are made again on use.
 func (e *Engine) trimMaps() {
-	if len(e.acks) == 0 {
-		e.acks = nil
-	}
-	if len(e.prompts) == 0 {
-		e.prompts = nil
-	}
+	e.acks.Trim()
+	e.prompts.Trim()
 	if len(e.jobs) == 0 {
 		e.jobs = nil
 	}
 	e.wmu.Lock()
-	if len(e.running) == 0 {
-		e.running = nil
-	}
+	e.running.Trim()
 	e.wmu.Unlock()
 }

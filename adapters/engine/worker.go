@@ -105,10 +105,7 @@ func (e *Engine) register(w session.Work) *worker {
 	}
 	wk.ctx.init(e, w.ID)
 	e.wmu.Lock()
-	if e.running == nil {
-		e.running = map[uint64]*worker{}
-	}
-	e.running[w.ID] = wk
+	e.running.Set(w.ID, wk)
 	e.wmu.Unlock()
 	e.wg.Add(1)
 	return wk
@@ -156,8 +153,7 @@ func (e *Engine) exec(wk *worker) {
 // forgotten.
 func (e *Engine) finish(wk *worker) bool {
 	e.wmu.Lock()
-	_, ok := e.running[wk.w.ID]
-	delete(e.running, wk.w.ID)
+	_, ok := e.running.Take(wk.w.ID)
 	e.wmu.Unlock()
 	if ok {
 		wk.ctx.cancel(nil)
@@ -188,7 +184,7 @@ func (e *Engine) report(wk *worker, in vocab.Input) {
 // asked to stop: their results still count).
 func (e *Engine) cancelWork(w session.Work) {
 	e.wmu.Lock()
-	wk := e.running[w.ID]
+	wk, _ := e.running.Get(w.ID)
 	if wk != nil && (w.Kind == session.WorkModel || w.Kind == session.WorkHook) {
 		wk.cancelled = true
 	}
@@ -213,10 +209,10 @@ func (e *Engine) cancelWork(w session.Work) {
 func (e *Engine) cancelAll(cause error) {
 	e.wmu.Lock()
 	var all []*worker
-	for _, wk := range e.running {
+	e.running.Each(func(_ uint64, wk *worker) {
 		wk.cancelled = true
 		all = append(all, wk)
-	}
+	})
 	e.wmu.Unlock()
 	for _, wk := range all {
 		if wk.timer != nil {
