@@ -20,9 +20,10 @@
 // runs).
 //
 // Files: lane.go is the loop (mailbox, drive, flush); run.go is Run, the
-// synchronous prompt call; model.go runs model requests; tool.go runs
-// tool calls; hook.go runs hooks and maintenance jobs; timer.go arms
-// timers; close.go stops the session.
+// synchronous prompt call; worker.go registers, launches and finishes
+// work (and arms timers); workctx.go is a piece of work's context;
+// model.go runs model requests; tool.go runs tool calls; hook.go runs
+// hooks and maintenance jobs; close.go stops the session.
 package engine
 
 import (
