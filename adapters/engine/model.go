@@ -113,7 +113,7 @@ func (r *modelRun) stream() {
 	}()
 	r.gen++
 	gen := r.gen
-	seq := r.e.opt.Provider.Stream(&r.wk.ctx, *r.wk.w.Request)
+	seq := r.e.opt.Provider.Stream(r.wk.ctx, *r.wk.w.Request)
 	seq(func(part vocab.StreamPart, err error) bool { return r.yield(gen, part, err) })
 	r.ended = true
 }
@@ -252,7 +252,7 @@ func (r *modelRun) watch() *watchdog {
 	opt := &r.e.opt
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.clk, w.first, w.chunk, w.cancel = opt.Clock, opt.FirstTokenTimeout, opt.ChunkTimeout, &r.wk.ctx
+	w.clk, w.first, w.chunk, w.cancel = opt.Clock, opt.FirstTokenTimeout, opt.ChunkTimeout, r.wk.ctx
 	w.since, w.elapsed, w.state, w.parts, w.busy, w.err = r.last, 0, watchArmed, false, false, nil
 	w.mono = opt.Clock == realClock
 	if w.real && opt.Clock != realClock { // (a clock of another type compares unequal)

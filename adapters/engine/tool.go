@@ -10,18 +10,18 @@ import (
 // as tool.update inputs; a tool that detaches (tools.Detach) is reported
 // as tool.detached at once and goes on, its result coming later.
 //
-// The call's context (tools.RunCtx) and its result are part of its
-// worker, and its work context is the Detacher: a call costs one
-// allocation for its progress func, none for its context or result.
+// The call's work context, its tools.RunCtx and its result are one
+// allocation (toolCtx), and its work context is the Detacher: a call
+// costs one more allocation, for its progress func.
 func (e *Engine) runTool(wk *worker) {
 	id := wk.w.ID
 	progress := func(text string) {
 		_ = e.post(&item{in: vocab.Input{Kind: vocab.InToolUpdate, At: e.opt.Clock.Now(), Work: id, Text: text}}, nil, nil)
 	}
-	tw := wk.tool
-	ctx := tw.run.Init(&wk.ctx, progress, &wk.ctx)
-	tw.res = e.opt.Tools.Execute(ctx, *wk.w.Call, nil) // progress rides in ctx
-	e.report(wk, vocab.Input{Kind: vocab.InToolDone, Result: &tw.res})
+	tc := wk.tool
+	ctx := tc.run.Init(wk.ctx, progress, wk.ctx)
+	tc.res = e.opt.Tools.Execute(ctx, *wk.w.Call, nil) // progress rides in ctx
+	e.report(wk, vocab.Input{Kind: vocab.InToolDone, Result: &tc.res})
 }
 
 // Detach implements tools.Detacher for the tool call running under c
