@@ -96,13 +96,13 @@ func (e *Engine) stopper() {
 	}
 	e.wmu.Lock()
 	var stuck []vocab.StuckWork
-	for id, wk := range e.running {
+	e.running.Each(func(id uint64, wk *worker) {
 		stuck = append(stuck, vocab.StuckWork{Work: id, What: wk.what()})
-	}
+	})
 	e.wmu.Unlock()
 	sortStuck(stuck)
 	e.stuck = stuck
-	_ = e.post(item{in: vocab.Input{Kind: vocab.InStopped, At: e.opt.Clock.Now(), Stuck: stuck}}, nil)
+	_ = e.post(&item{in: vocab.Input{Kind: vocab.InStopped, At: e.opt.Clock.Now(), Stuck: stuck}}, nil, nil)
 	if len(stuck) > 0 {
 		// The helper goroutine waits for stuck work; it is the one
 		// goroutine Close cannot end, and the error names its work.

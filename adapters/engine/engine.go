@@ -20,9 +20,10 @@
 // runs).
 //
 // Files: lane.go is the loop (mailbox, drive, flush); run.go is Run, the
-// synchronous prompt call; model.go runs model requests; tool.go runs
-// tool calls; hook.go runs hooks and maintenance jobs; timer.go arms
-// timers; close.go stops the session.
+// synchronous prompt call; worker.go registers, launches and finishes
+// work (and arms timers); workctx.go is a piece of work's context;
+// model.go runs model requests; tool.go runs tool calls; hook.go runs
+// hooks and maintenance jobs; close.go stops the session.
 package engine
 
 import (
@@ -235,8 +236,8 @@ type Engine struct {
 	mu      sync.Mutex
 	box     []item
 	driving bool
-	err     error // sticky: the session stopped (closed or failed)
 	idle    bool
+	err     error // sticky: the session stopped (closed or failed)
 	waiters []chan struct{}
 	slots   []vocab.HookName // the hook slots last stepped in
 	// async is the sink when it can append asynchronously; inflight are
@@ -254,14 +255,14 @@ type Engine struct {
 	// owned by the driver
 	core    *session.Core
 	spare   []item
-	acks    map[vocab.ID]chan error
-	prompts map[vocab.ID]*promptWait
-	jobs    map[vocab.ID]*job
+	acks    smallMap[vocab.ID, chan error]
+	prompts smallMap[vocab.ID, *promptWait]
+	jobs    map[vocab.ID]*job // rare: a Go map
 
 	spawned atomic.Int64
 
 	wmu     sync.Mutex
-	running map[uint64]*worker
+	running smallMap[uint64, *worker]
 	wg      sync.WaitGroup // workers and armed timers
 	force   chan struct{}  // closed to stop waiting for stuck workers
 	forceMu sync.Once
@@ -345,8 +346,7 @@ func New(opt Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{opt: opt, session: opt.Session, log: opt.Logger, sink: opt.Sink, feed: feed, core: core, checkpointed: core.Seq(),
-		idle: true, acks: map[vocab.ID]chan error{}, prompts: map[vocab.ID]*promptWait{}, jobs: map[vocab.ID]*job{},
-		running: map[uint64]*worker{}, force: make(chan struct{}), done: make(chan struct{})}
+		idle: true, force: make(chan struct{}), done: make(chan struct{})}
 	e.async, _ = opt.Sink.(eventlog.AsyncSink)
 	e.config, e.restAt = sha256.Sum256(open), opt.Clock.Now()
 	e.rootCtx, e.stopAll = context.WithCancelCause(context.Background())
@@ -633,7 +633,7 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	var st Stats
 	e.wmu.Lock()
-	for _, wk := range e.running {
+	e.running.Each(func(_ uint64, wk *worker) {
 		switch wk.w.Kind {
 		case session.WorkMaintenance:
 			st.Jobs++
@@ -642,7 +642,7 @@ func (e *Engine) Stats() Stats {
 		default:
 			st.Workers++
 		}
-	}
+	})
 	e.wmu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -122,7 +122,7 @@ func (l *GlobalLane) grant(slots []laneSlot) {
 		go func() {
 			defer l.grants.Done()
 			in := vocab.Input{Kind: vocab.InSlotGranted, At: s.e.opt.Clock.Now(), Work: s.id}
-			if err := s.e.post(item{in: in}, nil); err != nil {
+			if err := s.e.post(&item{in: in}, nil, nil); err != nil {
 				l.release(s.e, s.id)
 			}
 		}()
@@ -154,7 +154,7 @@ func (e *Engine) slotWork(w session.Work) {
 		return
 	}
 	if l.request(e, w.ID) {
-		if err := e.post(item{in: vocab.Input{Kind: vocab.InSlotGranted, At: e.opt.Clock.Now(), Work: w.ID}}, nil); err != nil {
+		if err := e.post(&item{in: vocab.Input{Kind: vocab.InSlotGranted, At: e.opt.Clock.Now(), Work: w.ID}}, nil, nil); err != nil {
 			l.release(e, w.ID) // the session stopped
 		}
 	}

@@ -15,7 +15,7 @@ func (e *Engine) runHook(wk *worker) {
 		call := HookCall{Hook: w.Hook, Info: StepInfo(w.Info), Messages: w.Messages, Prompt: w.Prompt, History: w.History, Err: w.Err, Attempt: w.Attempt,
 			Call: w.Call, Result: w.Result, Loop: w.Loop}
 		err := safely(vocab.CodeHook, "hook "+string(w.Hook), func() error {
-			v = fn(&wk.ctx, call)
+			v = fn(wk.ctx, call)
 			return nil
 		})
 		if err != nil {
@@ -31,14 +31,14 @@ func (e *Engine) runHook(wk *worker) {
 // runJob runs a caller's maintenance job; the caller's ctx cancels it too.
 func (e *Engine) runJob(wk *worker) {
 	j := wk.job
-	ctx, cancel := context.WithCancelCause(&wk.ctx)
+	ctx, cancel := context.WithCancelCause(wk.ctx)
 	stop := context.AfterFunc(j.ctx, func() { cancel(context.Cause(j.ctx)) })
 	err := safely(vocab.CodeInternal, "maintenance job", func() error { return j.fn(ctx) })
 	stop()
 	cancel(nil)
 	reply := make(chan error, 1)
 	defer e.finish(wk)
-	if e.post(item{in: vocab.Input{Kind: vocab.InMaintenanceDone, At: e.opt.Clock.Now(), Work: wk.w.ID}, reply: reply}, nil, func() { e.finish(wk) }) == nil {
+	if e.post(&item{in: vocab.Input{Kind: vocab.InMaintenanceDone, At: e.opt.Clock.Now(), Work: wk.w.ID}, reply: reply}, nil, wk) == nil {
 		select {
 		case <-reply:
 		case <-e.done:

@@ -35,7 +35,7 @@ func (e *Engine) callCtx(ctx context.Context, it item) error { return e.callAs(c
 // when it drives the lane, is handed work as a free worker is (see post).
 func (e *Engine) callAs(ctx context.Context, it item, self *worker) error {
 	it.reply = make(chan error, 1)
-	if err := e.post(it, self); err != nil {
+	if err := e.post(&it, self, nil); err != nil {
 		return err
 	}
 	select {
@@ -56,7 +56,7 @@ func (e *Engine) callAs(ctx context.Context, it item, self *worker) error {
 // query runs f on the lane.
 func (e *Engine) query(ctx context.Context, f func(*session.Core)) error {
 	done := make(chan struct{})
-	if err := e.post(item{query: func(c *session.Core) { f(c); close(done) }}, nil); err != nil {
+	if err := e.post(&item{query: func(c *session.Core) { f(c); close(done) }}, nil, nil); err != nil {
 		return err
 	}
 	select {
@@ -79,17 +79,18 @@ func (e *Engine) query(ctx context.Context, f func(*session.Core)) error {
 // caller (nil for other callers and timers); the work the lane hands back
 // is for it to run next.
 //
-// queued, when given, runs once the item is in the mailbox (before the
-// lane runs).
-func (e *Engine) post(it item, self *worker, queued ...func()) error {
+// done, when not nil, is work that reports its result with it: it is
+// finished once the item is in the mailbox (before the lane runs). The
+// item is copied into the mailbox; it is not kept.
+func (e *Engine) post(it *item, self *worker, done *worker) error {
 	e.mu.Lock()
 	if e.err != nil {
 		e.mu.Unlock()
 		return e.err
 	}
-	e.box = append(e.box, it)
-	for _, f := range queued {
-		f()
+	e.box = append(e.box, *it)
+	if done != nil {
+		e.finish(done)
 	}
 	if e.driving {
 		e.mu.Unlock()
@@ -252,18 +253,12 @@ func (e *Engine) step(it *item) {
 		return
 	}
 	if it.reply != nil && in.ID != "" {
-		if e.acks == nil {
-			e.acks = map[vocab.ID]chan error{}
-		}
-		e.acks[in.ID] = it.reply
+		e.acks.Set(in.ID, it.reply)
 	} else if it.reply != nil {
 		it.reply <- nil
 	}
 	if it.wait != nil {
-		if e.prompts == nil {
-			e.prompts = map[vocab.ID]*promptWait{}
-		}
-		e.prompts[in.ID] = it.wait
+		e.prompts.Set(in.ID, it.wait)
 	}
 	if it.job != nil {
 		if e.jobs == nil {
@@ -402,13 +397,11 @@ func (e *Engine) appendEvents(rd session.Ready) (err error) {
 func (e *Engine) deliver(r session.Result) {
 	switch r.Kind {
 	case session.Accepted:
-		if ch := e.acks[r.Input]; ch != nil {
-			delete(e.acks, r.Input)
+		if ch, _ := e.acks.Take(r.Input); ch != nil {
 			ch <- nil
 		}
 	case session.PromptEnded:
-		if w := e.prompts[r.Input]; w != nil {
-			delete(e.prompts, r.Input)
+		if w, _ := e.prompts.Take(r.Input); w != nil {
 			w.result = *r.Prompt
 			close(w.done)
 		}
@@ -446,19 +439,15 @@ func (e *Engine) stop(err error) {
 			it.reply <- err
 		}
 	}
-	for id, ch := range e.acks {
-		delete(e.acks, id)
-		ch <- err
-	}
-	for id, w := range e.prompts {
-		delete(e.prompts, id)
+	e.acks.Drain(func(_ vocab.ID, ch chan error) { ch <- err })
+	e.prompts.Drain(func(_ vocab.ID, w *promptWait) {
 		w.result = vocab.PromptResult{Kind: vocab.PromptCancelled, Reason: &vocab.CancelCause{Kind: vocab.CancelDisposed}}
 		if vocab.CodeOf(err) != vocab.CodeClosed {
 			w.result = vocab.PromptResult{Kind: vocab.PromptFailed, Err: vocab.AsError(err)}
 			w.err = err
 		}
 		close(w.done)
-	}
+	})
 	for id, j := range e.jobs {
 		delete(e.jobs, id)
 		if !j.started {
@@ -486,18 +475,12 @@ func (e *Engine) stopErr() error {
 // trimMaps drops the lane's maps when they are empty (a map keeps its
 // buckets after its entries are deleted); they are made again on use.
 func (e *Engine) trimMaps() {
-	if len(e.acks) == 0 {
-		e.acks = nil
-	}
-	if len(e.prompts) == 0 {
-		e.prompts = nil
-	}
+	e.acks.Trim()
+	e.prompts.Trim()
 	if len(e.jobs) == 0 {
 		e.jobs = nil
 	}
 	e.wmu.Lock()
-	if len(e.running) == 0 {
-		e.running = nil
-	}
+	e.running.Trim()
 	e.wmu.Unlock()
 }

@@ -29,12 +29,12 @@ func (e *Engine) runModel(wk *worker) {
 	// resetting it from outside), and a session's requests run one at a
 	// time.
 	r := modelRuns.Get().(*modelRun)
-	*r = modelRun{e: e, wk: wk, last: e.opt.Clock.Now(), dog: e.dog.Swap(nil)}
+	*r = modelRun{e: e, wk: wk, last: e.opt.Clock.Now(), dog: e.dog.Swap(nil), gen: r.gen}
 	defer func() {
 		if r.dog != nil {
 			e.dog.Store(r.dog)
 		}
-		*r = modelRun{}
+		*r = modelRun{gen: r.gen}
 		modelRuns.Put(r)
 	}()
 	r.a.Reset()
@@ -89,51 +89,82 @@ type modelRun struct {
 	// w watches this request's stream (nil: Options.NoStreamWatchdog);
 	// dog is the watchdog the run state keeps for its next request.
 	w, dog *watchdog
+	// gen counts the requests this (pooled) run state served; it
+	// survives its resets (see runModel, stream). ended is set once the
+	// loop body reported false or the stream returned.
+	gen   uint64
+	ended bool
 }
 
 // stream reads the provider's stream; a panic in the provider is a
 // failure with code internal.
+//
+// The loop body is r.yield, called through a closure that holds the
+// request's generation: one allocation per request, where a
+// range-over-func loop makes two (its body closure and its state). The
+// run state is pooled, so a body its provider kept and calls after the
+// stream returned must never reach the request that reuses it: it finds
+// its generation gone and panics, as a range-over-func body would.
 func (r *modelRun) stream() {
 	defer func() {
 		if p := recover(); p != nil {
 			r.fail = vocab.Errorf(vocab.CodeInternal, "provider panicked: %v", p)
 		}
 	}()
-	for part, err := range r.e.opt.Provider.Stream(&r.wk.ctx, *r.wk.w.Request) {
-		if err != nil {
-			r.fail = err
-			return
-		}
-		if r.wk.ctx.Err() != nil {
-			// The request was cancelled: a provider that ignores its
-			// context is not listened to any longer.
-			return
-		}
-		if r.w != nil {
-			r.w.part()
-		}
-		r.a.Add(part)
-		// Text and thinking stream live; tool calls (which run only once
-		// the reply is whole) come with the reply. Usage streams live
-		// when it comes first (a provider that reports its input tokens
-		// as the reply starts: a cancelled request's usage is then
-		// known) or can ride with deltas already waiting; a usage
-		// report at the end comes with the reply, costing no input.
-		switch part.Kind {
-		case vocab.StreamText, vocab.StreamThinking:
-			r.content = true
+	r.gen++
+	gen := r.gen
+	seq := r.e.opt.Provider.Stream(r.wk.ctx, *r.wk.w.Request)
+	seq(func(part vocab.StreamPart, err error) bool { return r.yield(gen, part, err) })
+	r.ended = true
+}
+
+// yield is the body of the loop over the provider's stream: it handles
+// one part, and reports false when the stream is to stop. Like a
+// range-over-func loop, it panics when the provider goes on after it
+// reported false (a failure with code internal, see stream).
+func (r *modelRun) yield(gen uint64, part vocab.StreamPart, err error) bool {
+	if gen != r.gen {
+		panic("range function continued iteration after whole loop exit")
+	}
+	if r.ended {
+		panic("range function continued iteration after function for loop body returned false")
+	}
+	if err != nil {
+		r.fail = err
+		r.ended = true
+		return false
+	}
+	if r.wk.ctx.Err() != nil {
+		// The request was cancelled: a provider that ignores its
+		// context is not listened to any longer.
+		r.ended = true
+		return false
+	}
+	if r.w != nil {
+		r.w.part()
+	}
+	r.a.Add(part)
+	// Text and thinking stream live; tool calls (which run only once
+	// the reply is whole) come with the reply. Usage streams live
+	// when it comes first (a provider that reports its input tokens
+	// as the reply starts: a cancelled request's usage is then
+	// known) or can ride with deltas already waiting; a usage
+	// report at the end comes with the reply, costing no input.
+	switch part.Kind {
+	case vocab.StreamText, vocab.StreamThinking:
+		r.content = true
+		r.live(part)
+	case vocab.StreamToolCall:
+		r.content = true
+	case vocab.StreamUsage:
+		if !r.content || r.s != nil && r.s.pending() {
 			r.live(part)
-		case vocab.StreamToolCall:
-			r.content = true
-		case vocab.StreamUsage:
-			if !r.content || r.s != nil && r.s.pending() {
-				r.live(part)
-			}
-		}
-		if r.w != nil {
-			r.w.handled()
 		}
 	}
+	if r.w != nil {
+		r.w.handled()
+	}
+	return true
 }
 
 // live hands a delta to the core, merged with the others not yet taken.
@@ -146,7 +177,7 @@ func (r *modelRun) live(part vocab.StreamPart) {
 	if r.s.add(part) && (e.opt.StreamFlush == 0 || now.Sub(r.last) >= e.opt.StreamFlush) {
 		r.last = now
 		r.s.mark()
-		_ = e.post(item{in: vocab.Input{Kind: vocab.InModelParts, At: now, Work: r.wk.w.ID}, parts: r.s}, nil)
+		_ = e.post(&item{in: vocab.Input{Kind: vocab.InModelParts, At: now, Work: r.wk.w.ID}, parts: r.s}, nil, nil)
 	}
 }
 
@@ -221,7 +252,7 @@ func (r *modelRun) watch() *watchdog {
 	opt := &r.e.opt
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.clk, w.first, w.chunk, w.cancel = opt.Clock, opt.FirstTokenTimeout, opt.ChunkTimeout, &r.wk.ctx
+	w.clk, w.first, w.chunk, w.cancel = opt.Clock, opt.FirstTokenTimeout, opt.ChunkTimeout, r.wk.ctx
 	w.since, w.elapsed, w.state, w.parts, w.busy, w.err = r.last, 0, watchArmed, false, false, nil
 	w.mono = opt.Clock == realClock
 	if w.real && opt.Clock != realClock { // (a clock of another type compares unequal)

@@ -51,7 +51,7 @@ func (e *Engine) Run(ctx context.Context, msg vocab.Message) (vocab.PromptResult
 		}
 		return vocab.PromptResult{}, err
 	}
-	for ; wk != nil; wk = wk.next {
+	for wk != nil {
 		if ctx.Err() != nil {
 			// The caller stops here: the work it was handed, and whatever
 			// that work is handed in turn, runs on a goroutine.
@@ -67,6 +67,9 @@ func (e *Engine) Run(ctx context.Context, msg vocab.Message) (vocab.PromptResult
 		default:
 		}
 		e.exec(wk)
+		next := wk.next
+		recycle(wk)
+		wk = next
 	}
 	select {
 	case <-w.done: // the prompt ended on this goroutine: nothing to wait for

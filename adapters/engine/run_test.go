@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -493,4 +494,74 @@ func (p pureTool) Spec() vocab.ToolSpec {
 	s := p.Tool.Spec()
 	s.NoAccess = true
 	return s
+}
+
+// Worker records are recycled, the contexts work was given never are:
+// a context a provider or tool kept after its work ended stays that
+// work's (cancelled, its cause intact), whatever runs after it, and no
+// two pieces of work share one.
+func TestKeptWorkContextsStayTheirWorks(t *testing.T) {
+	const k = 4
+	var mu sync.Mutex
+	var kept []context.Context
+	keep := func(ctx context.Context) {
+		mu.Lock()
+		kept = append(kept, ctx)
+		mu.Unlock()
+	}
+	rounds := roundsProvider(k, "keep")
+	prov := providerFunc(func(ctx context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+		keep(ctx)
+		return rounds(ctx, req)
+	})
+	tool := toolFunc{name: "keep", run: func(ctx context.Context, _ vocab.ToolCall, _ func(string)) (vocab.ToolResult, error) {
+		keep(ctx)
+		return vocab.ToolResult{Content: "ok"}, nil
+	}}
+	e, err := New(Options{Provider: prov, Tools: mustRegistry(t, tool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	ctx := testCtx(t)
+	check := func(when string, n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(kept) != n {
+			t.Fatalf("%s: %d contexts kept, want %d", when, len(kept), n)
+		}
+		seen := map[context.Context]bool{}
+		for i, c := range kept {
+			if seen[c] {
+				t.Errorf("%s: context %d was given to two pieces of work", when, i)
+			}
+			seen[c] = true
+			if c.Err() == nil || context.Cause(c) != context.Canceled {
+				t.Errorf("%s: context %d of ended work: Err %v, cause %v; want cancelled", when, i, c.Err(), context.Cause(c))
+			}
+			select {
+			case <-c.Done():
+			default:
+				t.Errorf("%s: context %d of ended work is not done", when, i)
+			}
+			if !reentrant(c, e) {
+				t.Errorf("%s: context %d lost its engine", when, i)
+			}
+		}
+	}
+	for i := range 3 {
+		if res, err := e.Run(ctx, vocab.UserText("go")); err != nil || res.Kind != vocab.PromptCompleted {
+			t.Fatalf("Run %d: %s %v", i, res, err)
+		}
+		check(fmt.Sprintf("after Run %d", i), (i+1)*(2*k+1))
+	}
+	p, err := e.Submit(vocab.UserText("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Wait(ctx); err != nil || res.Kind != vocab.PromptCompleted {
+		t.Fatalf("Submit: %s %v", res, err)
+	}
+	waitSettled(t, e)
+	check("after Submit", 4*(2*k+1))
 }

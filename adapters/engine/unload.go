@@ -65,11 +65,11 @@ func (e *Engine) Resting() (since time.Time, ok bool) {
 // restingLocked is Resting's test; e.mu is held.
 func (e *Engine) restingLocked() bool {
 	if e.err != nil || e.core == nil || e.driving || len(e.box) > 0 || !e.idle || len(e.inflight) > 0 || len(e.waiters) > 0 ||
-		len(e.acks) > 0 || len(e.prompts) > 0 || len(e.jobs) > 0 {
+		e.acks.Len() > 0 || e.prompts.Len() > 0 || len(e.jobs) > 0 {
 		return false
 	}
 	e.wmu.Lock()
-	n := len(e.running)
+	n := e.running.Len()
 	e.wmu.Unlock()
 	return n == 0
 }

@@ -16,7 +16,9 @@ import (
 // context does not. A cancel that comes first is recorded and applied to
 // that context as it is made, cause included.
 type workCtx struct {
-	e  *Engine
+	e *Engine
+	// id is the work's id (for a tool call's Detach).
+	id uint64
 	mu sync.Mutex
 	// real is the cancellable context once made, stop its cancel func.
 	real context.Context
@@ -28,8 +30,8 @@ type workCtx struct {
 
 var _ context.Context = (*workCtx)(nil)
 
-// init readies c for work of e.
-func (c *workCtx) init(e *Engine) { c.e = e }
+// init readies c for work id of e.
+func (c *workCtx) init(e *Engine, id uint64) { c.e, c.id = e, id }
 
 // ctx returns the cancellable context, making it (cancelled already when
 // a cancel came first).

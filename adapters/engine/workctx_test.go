@@ -15,7 +15,7 @@ func TestWorkCtx(t *testing.T) {
 	cause := errors.New("the cause")
 	fresh := func() *workCtx {
 		c := &workCtx{}
-		c.init(e)
+		c.init(e, 1)
 		if c.Err() != nil {
 			t.Fatalf("a new work context is done: %v", c.Err())
 		}

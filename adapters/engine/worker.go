@@ -3,19 +3,34 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/loopchart/loopchart/adapters/clock"
+	"github.com/loopchart/loopchart/adapters/tools"
 	"github.com/loopchart/loopchart/machines/session"
 	"github.com/loopchart/loopchart/vocab"
 )
 
 // worker is one piece of work the lane started: its context, and what to
 // report if it never ends.
+//
+// The worker of a model request, tool call, hook or job is recycled
+// (workers) once the goroutine that ran it is done with it (see run,
+// Run, recycle): nothing outside the lane ever holds one. Whatever the
+// work's code may keep is not part of it: the work's context (ctx, and
+// for a tool call its tools.RunCtx and result) is an allocation of its
+// own, made for each piece of work and never reused. Once a worker is
+// finished, no code outside its owner reads it: the lane reads a
+// registered worker's fields under wmu (cancelWork, cancelAll), and a
+// finished worker is no longer registered. A timer's worker is never
+// recycled: its callback keeps it.
 type worker struct {
 	w work
-	// ctx is the work's context (see workCtx).
-	ctx   workCtx
+	// ctx is the work's context (see workCtx); nil for a timer.
+	ctx *workCtx
+	// tool is a tool call's context and result (tool calls only).
+	tool  *toolCtx
 	timer clock.Timer
 	job   *job
 	// cancelled is set when the core cancelled the work and no longer
@@ -24,7 +39,32 @@ type worker struct {
 	// free is set once the worker's own work is done: the lane may hand it
 	// the next piece of work (next) to run on the same goroutine.
 	free bool
-	next *worker
+	// pooled is set on a worker taken from workers, which its owner puts
+	// back once it ran (recycle).
+	pooled bool
+	next   *worker
+}
+
+// workers holds spare worker records (see worker).
+var workers = sync.Pool{New: func() any { return new(worker) }}
+
+// recycle gives back wk, whose work ran on this goroutine, once the
+// goroutine is done with it (it read wk.next).
+func recycle(wk *worker) {
+	if wk.pooled {
+		*wk = worker{}
+		workers.Put(wk)
+	}
+}
+
+// toolCtx is a tool call's context, with the tools.RunCtx that carries
+// its progress and detaching, and its result: one allocation per call
+// for the three (the core copies a tool result as it steps it, and
+// keeps no pointer to it).
+type toolCtx struct {
+	wc  workCtx
+	run tools.RunCtx
+	res vocab.ToolResult
 }
 
 // work is what a worker keeps of its session.Work: the fields model,
@@ -66,29 +106,45 @@ type job struct {
 
 // register records work the core started; launch then starts it.
 func (e *Engine) register(w session.Work) *worker {
-	wk := &worker{w: work{ID: w.ID, Kind: w.Kind, Request: w.Request, Call: w.Call, Deadline: w.Deadline}}
+	var j *job
 	switch w.Kind {
-	case session.WorkHook:
-		h := w
-		wk.w.Hook = &h
 	case session.WorkStop:
 		go e.stopper()
 		return nil
 	case session.WorkMaintenance:
-		wk.job = e.jobs[w.Input]
+		j = e.jobs[w.Input]
 		delete(e.jobs, w.Input)
-		if wk.job == nil {
+		if j == nil {
 			e.log.Error("engine: maintenance work without a job", "input", w.Input)
 			return nil
 		}
-		wk.job.started = true
+		j.started = true
 	}
-	wk.ctx.init(e)
+	var wk *worker
+	if w.Kind == session.WorkTimer {
+		wk = &worker{} // kept by its callback: never recycled
+	} else {
+		wk = workers.Get().(*worker)
+	}
+	*wk = worker{w: work{ID: w.ID, Kind: w.Kind, Request: w.Request, Call: w.Call, Deadline: w.Deadline}, job: j,
+		pooled: w.Kind != session.WorkTimer}
+	switch w.Kind {
+	case session.WorkTimer: // runs no code: no context
+	case session.WorkTool:
+		wk.tool = &toolCtx{}
+		wk.ctx = &wk.tool.wc
+	default:
+		wk.ctx = &workCtx{}
+	}
+	if w.Kind == session.WorkHook {
+		h := w
+		wk.w.Hook = &h
+	}
+	if wk.ctx != nil {
+		wk.ctx.init(e, w.ID)
+	}
 	e.wmu.Lock()
-	if e.running == nil {
-		e.running = map[uint64]*worker{}
-	}
-	e.running[w.ID] = wk
+	e.running.Set(w.ID, wk)
 	e.wmu.Unlock()
 	e.wg.Add(1)
 	return wk
@@ -101,7 +157,7 @@ func (e *Engine) launch(wk *worker) {
 		id := wk.w.ID
 		wk.timer = e.opt.Clock.AfterFunc(wk.w.Deadline.Sub(e.opt.Clock.Now()), func() {
 			if e.finish(wk) {
-				_ = e.post(item{in: vocab.Input{Kind: vocab.InTimerFired, At: e.opt.Clock.Now(), Work: id}}, nil)
+				_ = e.post(&item{in: vocab.Input{Kind: vocab.InTimerFired, At: e.opt.Clock.Now(), Work: id}}, nil, nil)
 			}
 		})
 		return
@@ -113,8 +169,11 @@ func (e *Engine) launch(wk *worker) {
 // run executes work on this goroutine, then whatever the lane hands it
 // next.
 func (e *Engine) run(wk *worker) {
-	for ; wk != nil; wk = wk.next {
+	for wk != nil {
 		e.exec(wk)
+		next := wk.next
+		recycle(wk)
+		wk = next
 	}
 }
 
@@ -136,11 +195,12 @@ func (e *Engine) exec(wk *worker) {
 // forgotten.
 func (e *Engine) finish(wk *worker) bool {
 	e.wmu.Lock()
-	_, ok := e.running[wk.w.ID]
-	delete(e.running, wk.w.ID)
+	_, ok := e.running.Take(wk.w.ID)
 	e.wmu.Unlock()
 	if ok {
-		wk.ctx.cancel(nil)
+		if wk.ctx != nil {
+			wk.ctx.cancel(nil)
+		}
 		e.wg.Done()
 	}
 	return ok
@@ -157,7 +217,7 @@ func (e *Engine) report(wk *worker, in vocab.Input) {
 	if !skip {
 		in.At, in.Work = e.opt.Clock.Now(), wk.w.ID
 		wk.free = true
-		if e.post(item{in: in}, wk, func() { e.finish(wk) }) == nil {
+		if e.post(&item{in: in}, wk, wk) == nil {
 			return // queued: finish ran
 		}
 	}
@@ -167,10 +227,17 @@ func (e *Engine) report(wk *worker, in vocab.Input) {
 // cancelWork cancels work the core gave up on (or, for tools and jobs,
 // asked to stop: their results still count).
 func (e *Engine) cancelWork(w session.Work) {
+	// The worker's fields are read while it is registered (under wmu):
+	// once finished, its owner may recycle it.
 	e.wmu.Lock()
-	wk := e.running[w.ID]
-	if wk != nil && (w.Kind == session.WorkModel || w.Kind == session.WorkHook) {
-		wk.cancelled = true
+	wk, _ := e.running.Get(w.ID)
+	var ctx *workCtx
+	var timer clock.Timer
+	if wk != nil {
+		if w.Kind == session.WorkModel || w.Kind == session.WorkHook {
+			wk.cancelled = true
+		}
+		ctx, timer = wk.ctx, wk.timer
 	}
 	e.wmu.Unlock()
 	if wk == nil {
@@ -180,33 +247,46 @@ func (e *Engine) cancelWork(w session.Work) {
 	if w.Cause != nil && w.Cause.Kind != "" {
 		cause = *w.Cause
 	}
-	if wk.timer != nil {
-		if wk.timer.Stop() {
-			e.finish(wk)
+	if timer != nil {
+		if timer.Stop() {
+			e.finish(wk) // a timer's worker: never recycled
 		}
 		return
 	}
-	wk.ctx.cancel(cause)
+	if ctx != nil {
+		ctx.cancel(cause) // harmless when the work ended meanwhile
+	}
 }
 
 // cancelAll cancels every piece of work (the session stopped).
 func (e *Engine) cancelAll(cause error) {
-	e.wmu.Lock()
-	var all []*worker
-	for _, wk := range e.running {
-		wk.cancelled = true
-		all = append(all, wk)
+	// As in cancelWork, a worker is read while registered: its context
+	// is taken under wmu. Timers' workers are never recycled (their
+	// timer is armed by launch, after they were registered).
+	type cancel struct {
+		timer *worker
+		ctx   *workCtx
 	}
+	e.wmu.Lock()
+	var all []cancel
+	e.running.Each(func(_ uint64, wk *worker) {
+		wk.cancelled = true
+		if wk.w.Kind == session.WorkTimer {
+			all = append(all, cancel{timer: wk})
+		} else {
+			all = append(all, cancel{ctx: wk.ctx})
+		}
+	})
 	e.wmu.Unlock()
-	for _, wk := range all {
-		if wk.timer != nil {
-			if wk.timer.Stop() {
+	for _, c := range all {
+		if wk := c.timer; wk != nil {
+			if wk.timer != nil && wk.timer.Stop() {
 				e.finish(wk)
 			}
 			continue
 		}
-		if wk.ctx.e != nil {
-			wk.ctx.cancel(cause)
+		if c.ctx != nil {
+			c.ctx.cancel(cause)
 		}
 	}
 }

@@ -18,7 +18,7 @@ type runState struct {
 // detacher lets a call detach at most once.
 type detacher struct {
 	mu   sync.Mutex
-	fn   func(ack string) bool
+	to   Detacher
 	done bool
 }
 
@@ -30,12 +30,25 @@ func (d *detacher) try(ack string) bool {
 	if d.done {
 		return false
 	}
-	if d.fn(ack) {
+	if d.to.Detach(ack) {
 		d.done = true
 		return true
 	}
 	return false
 }
+
+// Detacher is what a running call asks to detach from its turn (see
+// WithRun and RunCtx.Init): Detach returns true when the call is now
+// detached, false when the caller refused.
+type Detacher interface {
+	Detach(ack string) bool
+}
+
+// DetachFunc adapts a function to Detacher.
+type DetachFunc func(ack string) bool
+
+// Detach implements Detacher.
+func (f DetachFunc) Detach(ack string) bool { return f(ack) }
 
 // WithRun returns a copy of ctx through which a running tool call reports
 // progress (Progress) and may detach from its turn (Detach).
@@ -49,12 +62,29 @@ func (d *detacher) try(ack string) bool {
 func WithRun(ctx context.Context, progress func(string), detach func(ack string) bool) context.Context {
 	// One allocation for the context, its run state and the detacher
 	// (this runs for every tool call).
-	rc := &runCtx{Context: ctx, st: runState{progress: progress}}
-	if detach != nil {
-		rc.d.fn = detach
-		rc.st.detach = &rc.d
+	rc := new(RunCtx)
+	if detach == nil {
+		return rc.Init(ctx, progress, nil)
 	}
-	return rc
+	return rc.Init(ctx, progress, DetachFunc(detach))
+}
+
+// RunCtx is the context WithRun makes, for a caller that keeps it in a
+// value of its own (a record it allocates per call anyway): Init readies
+// it. Its zero value is ready for Init; it must not be copied once
+// initialised.
+type RunCtx struct{ c runCtx }
+
+// Init readies c as WithRun(ctx, progress, detach) would make it, with
+// detach (nil: no detaching offered) a Detacher, and returns the context.
+// It is called once per call, before the context is used.
+func (c *RunCtx) Init(ctx context.Context, progress func(string), detach Detacher) context.Context {
+	c.c = runCtx{Context: ctx, st: runState{progress: progress}}
+	if detach != nil {
+		c.c.d.to = detach
+		c.c.st.detach = &c.c.d
+	}
+	return &c.c
 }
 
 // runCtx is the context WithRun returns: ctx with the run state as the

@@ -42,6 +42,14 @@ func TestProgressAndDetach(t *testing.T) {
 			return withProgress(outer, p)
 		}, false,
 			[]step{{}, {detach: "a"}}, []string{"p"}, []string{"first"}},
+		{"a RunCtx is WithRun's context", func(p func(string), d func(string) bool) context.Context {
+			return new(RunCtx).Init(context.Background(), p, DetachFunc(d))
+		}, false,
+			[]step{{detach: "a", want: true}, {}, {detach: "b"}}, []string{"p"}, []string{"a"}},
+		{"a RunCtx without a Detacher offers no detaching", func(p func(string), _ func(string) bool) context.Context {
+			return new(RunCtx).Init(context.Background(), p, nil)
+		}, false,
+			[]step{{}, {detach: "a"}}, []string{"p"}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

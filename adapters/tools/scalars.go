@@ -294,3 +294,98 @@ func skipDigits(data []byte, i int) int {
 	}
 	return i
 }
+
+// plainObject reports whether data is a JSON object (with whitespace
+// around it or not) whose keys are plain strings (see plainString) and
+// whose values are plain strings, numbers, true, false or null: JSON
+// that json.Valid accepts, proven without encoding/json's scanner (the
+// arguments of most tool calls). False proves nothing: data may still be
+// valid JSON.
+func plainObject(data []byte) bool {
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' {
+		return false
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return skipSpace(data, i+1) == len(data)
+	}
+	for {
+		_, j, ok := plainString(data, i)
+		if !ok {
+			return false
+		}
+		i = skipSpace(data, j)
+		if i == len(data) || data[i] != ':' {
+			return false
+		}
+		if i, ok = plainValue(data, skipSpace(data, i+1)); !ok {
+			return false
+		}
+		i = skipSpace(data, i)
+		if i == len(data) {
+			return false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return skipSpace(data, i+1) == len(data)
+		default:
+			return false
+		}
+	}
+}
+
+// plainValue returns the index after the plain JSON value at data[i] (a
+// plain string, a number, true, false or null).
+func plainValue(data []byte, i int) (int, bool) {
+	if i == len(data) {
+		return 0, false
+	}
+	switch c := data[i]; {
+	case c == '"':
+		_, j, ok := plainString(data, i)
+		return j, ok
+	case c == 't' || c == 'f' || c == 'n':
+		for _, lit := range [...]string{"true", "false", "null"} {
+			if len(data)-i >= len(lit) && string(data[i:i+len(lit)]) == lit {
+				return i + len(lit), true
+			}
+		}
+		return 0, false
+	case c == '-' || c >= '0' && c <= '9':
+		return numberEnd(data, i)
+	}
+	return 0, false
+}
+
+// numberEnd returns the index after the JSON number at data[i]:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func numberEnd(data []byte, i int) (int, bool) {
+	if data[i] == '-' {
+		i++
+	}
+	start := i
+	i = skipDigits(data, i)
+	if i == start || i-start > 1 && data[start] == '0' {
+		return 0, false
+	}
+	if i < len(data) && data[i] == '.' {
+		n := i + 1
+		if i = skipDigits(data, n); i == n {
+			return 0, false
+		}
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		n := i
+		if i = skipDigits(data, n); i == n {
+			return 0, false
+		}
+	}
+	return i, true
+}

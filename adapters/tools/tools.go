@@ -129,7 +129,7 @@ func (r *Registry) Execute(ctx context.Context, call vocab.ToolCall, progress fu
 	if !ok {
 		return errResult(call, vocab.CodeToolUnknown, fmt.Sprintf("Tool %s not found", call.Name), false)
 	}
-	if len(call.Args) > 0 && !json.Valid(call.Args) {
+	if len(call.Args) > 0 && !plainObject(call.Args) && !json.Valid(call.Args) { // plainObject: the quick proof
 		var v json.RawMessage
 		problem := describeJSONError(json.Unmarshal(call.Args, &v))
 		res := BadArguments(call.Name, fmt.Sprintf("%s: %s", problem, truncate(string(call.Args), 200)))
