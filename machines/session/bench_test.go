@@ -15,7 +15,7 @@ import (
 // driveTurn runs one turn of two steps through the core alone, answering
 // its work synchronously: a reply with one tool call, the tool's result,
 // then a text reply. It returns the number of transition events.
-func driveTurn(b *testing.B, c *session.Core, at time.Time, id vocab.ID, msg *vocab.Message, call, text *vocab.Message, res *vocab.ToolResult) int {
+func driveTurn(b testing.TB, c *session.Core, at time.Time, id vocab.ID, msg *vocab.Message, call, text *vocab.Message, res *vocab.ToolResult, seen func(*vocab.Event)) int {
 	transitions := 0
 	in := vocab.Input{Kind: vocab.InSubmit, At: at, ID: id, Message: msg}
 	models := 0
@@ -30,6 +30,9 @@ func driveTurn(b *testing.B, c *session.Core, at time.Time, id vocab.ID, msg *vo
 		for i := range rd.Events {
 			if rd.Events[i].Kind == vocab.EventTransition {
 				transitions++
+			}
+			if seen != nil {
+				seen(&rd.Events[i])
 			}
 		}
 		// The harness keeps only what it answers with (a copy of a whole
@@ -103,7 +106,7 @@ func BenchmarkCoreStep(b *testing.B) {
 			fresh()
 			b.StartTimer()
 		}
-		transitions += driveTurn(b, c, at, ids[i%100], msg, call, text, res)
+		transitions += driveTurn(b, c, at, ids[i%100], msg, call, text, res, nil)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/step")

@@ -1,0 +1,230 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/qmuntal/stateless"
+
+	"github.com/loopchart/loopchart/machines/agent"
+	"github.com/loopchart/loopchart/machines/chart"
+	"github.com/loopchart/loopchart/machines/session"
+	"github.com/loopchart/loopchart/machines/tool"
+	"github.com/loopchart/loopchart/machines/turn"
+	"github.com/loopchart/loopchart/vocab"
+)
+
+// bareMachine is a chart definition configured on a bare stateless
+// machine, the way a user of stateless alone would: the same states and
+// superstates with their initial substates, an entry (and exit) callback
+// where the chart has an entry (exit) action, and each transition of the
+// definition a Permit (a PermitReentry when it re-enters its state, an
+// InternalTransition when it is internal) with a guard callback where the
+// chart has a guard. Each transition has a trigger of its own, so
+// stateless never has to choose between two.
+type bareMachine struct {
+	sm    *stateless.StateMachine
+	state stateless.State
+	// initial is the leaf an instance starts in (the chart's Start).
+	initial stateless.State
+}
+
+func newBareMachine[C any](def *chart.Def[C]) *bareMachine {
+	m := &bareMachine{}
+	m.sm = stateless.NewStateMachineWithExternalStorage(
+		func(context.Context) (stateless.State, error) { return m.state, nil },
+		func(_ context.Context, s stateless.State) error { m.state = s; return nil },
+		stateless.FiringImmediate)
+	n := 0
+	guard := func(context.Context, ...any) bool { return n >= 0 }
+	action := func(context.Context, ...any) error { n++; return nil }
+	for _, st := range def.States {
+		sc := m.sm.Configure(string(st.Name))
+		if st.Parent != "" {
+			sc.SubstateOf(string(st.Parent))
+		}
+		if st.Initial != "" {
+			sc.InitialTransition(string(st.Initial))
+		}
+		if st.Entry != nil {
+			sc.OnEntry(action)
+		}
+		if st.Exit != nil {
+			sc.OnExit(action)
+		}
+	}
+	for i, t := range def.Transitions {
+		sc := m.sm.Configure(string(t.From))
+		var guards []stateless.GuardFunc
+		if t.Guard != nil {
+			guards = append(guards, guard)
+		}
+		switch {
+		case t.To == "":
+			sc.InternalTransition(i, action, guards...)
+		case t.To == t.From:
+			sc.PermitReentry(i, guards...)
+		default:
+			sc.Permit(i, string(t.To), guards...)
+		}
+	}
+	// The leaf an instance starts in: the initial state, then its initial
+	// substates.
+	leaf := def.Initial
+	for {
+		next := chart.State("")
+		for _, st := range def.States {
+			if st.Name == leaf {
+				next = st.Initial
+			}
+		}
+		if next == "" {
+			break
+		}
+		leaf = next
+	}
+	m.initial = string(leaf)
+	return m
+}
+
+// bareIndex finds the definition transition a logged transition took, as
+// the chart resolves it: from the leaf up through its superstates, the
+// transition on the trigger whose guard is the one logged.
+func bareIndex[C any](def *chart.Def[C], p vocab.TransitionPayload) int {
+	parent := map[chart.State]chart.State{}
+	for _, st := range def.States {
+		parent[st.Name] = st.Parent
+	}
+	for s := chart.State(p.From); s != ""; s = parent[s] {
+		for i, t := range def.Transitions {
+			g := ""
+			if t.Guard != nil {
+				g = t.Guard.Name
+			}
+			if t.From == s && string(t.On) == p.Trigger && g == p.Guard {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// bareFire is one transition of the recorded sequence: on which machine,
+// by which trigger (a definition index), and whether an instance starts
+// there first (the core makes a turn or a tool instance, which starts in
+// its initial leaf).
+type bareFire struct {
+	m     *bareMachine
+	idx   int
+	start bool
+}
+
+// BenchmarkCoreSameShapeStateless is the floor of BenchmarkCoreStep made
+// of the same transitions: the agent, turn and tool definitions
+// configured on bare stateless machines (see bareMachine), firing, per op,
+// the transitions the core logs for one turn of BenchmarkCoreStep, in the
+// same order, on the machines they were logged on. What it leaves out is
+// everything loopchart adds on top of stateless: choosing the transition,
+// the actions' work, effects, events, history, scheduling.
+func BenchmarkCoreSameShapeStateless(b *testing.B) {
+	seq := recordTurn(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	ctx := context.Background()
+	for b.Loop() {
+		for _, f := range seq {
+			if f.start {
+				f.m.state = f.m.initial
+			}
+			if err := f.m.sm.FireCtx(ctx, f.idx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/step")
+	b.ReportMetric(float64(len(seq))/2, "transitions/step")
+}
+
+// recordTurn runs one turn of BenchmarkCoreStep on a fresh core and turns
+// the transitions it logs into the sequence BenchmarkCoreSameShapeStateless
+// fires, checking that every one maps to a transition of its definition.
+func recordTurn(tb testing.TB) []bareFire {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tc := vocab.ToolCall{ID: "c1", Name: "noop", Args: json.RawMessage(`{}`)}
+	call := &vocab.Message{Role: vocab.RoleAssistant, Parts: []vocab.Part{{Kind: vocab.PartToolCall, Call: &tc}}}
+	text := &vocab.Message{Role: vocab.RoleAssistant, Parts: []vocab.Part{{Kind: vocab.PartText, Text: "done"}}}
+	res := &vocab.ToolResult{Content: "ok"}
+	msg := &vocab.Message{Role: vocab.RoleUser, Parts: []vocab.Part{{Kind: vocab.PartText, Text: "go"}}}
+	c, err := session.New(session.Config{Session: "S"}, session.NewMachines())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	am, tm, xm := newBareMachine(agent.Definition), newBareMachine(turn.Definition), newBareMachine(tool.Definition)
+	am.state = am.initial
+	var seq []bareFire
+	var logged []vocab.TransitionPayload
+	driveTurn(tb, c, at, "p1", msg, call, text, res, func(ev *vocab.Event) {
+		p, ok := ev.Payload.(vocab.TransitionPayload)
+		if !ok {
+			return
+		}
+		logged = append(logged, p)
+	})
+	started := map[string]bool{}
+	for _, p := range logged {
+		var f bareFire
+		switch p.Machine {
+		case agent.Definition.Name:
+			f = bareFire{m: am, idx: bareIndex(agent.Definition, p)}
+		case turn.Definition.Name:
+			f = bareFire{m: tm, idx: bareIndex(turn.Definition, p), start: !started["turn"]}
+			started["turn"] = true
+		case tool.Definition.Name:
+			f = bareFire{m: xm, idx: bareIndex(tool.Definition, p), start: !started["tool/"+p.Instance]}
+			started["tool/"+p.Instance] = true
+		}
+		if f.m == nil || f.idx < 0 {
+			tb.Fatalf("transition %+v: no definition transition of its machine", p)
+		}
+		seq = append(seq, f)
+	}
+	if len(seq) != 16 {
+		tb.Fatalf("one turn of 2 steps logged %d transitions, want 16", len(seq))
+	}
+	// The sequence fires on the bare machines as it did in the core: every
+	// state reached is the one logged.
+	ctx := context.Background()
+	for i, f := range seq {
+		if f.start {
+			f.m.state = f.m.initial
+		}
+		if err := f.m.sm.FireCtx(ctx, f.idx); err != nil {
+			tb.Fatalf("bare fire %d (%+v): %v", i, logged[i], err)
+		}
+		if got := f.m.state.(string); got != logged[i].To {
+			tb.Fatalf("bare fire %d (%+v): reached %s, want %s", i, logged[i], got, logged[i].To)
+		}
+	}
+	return seq
+}
+
+// TestSameShapeFloor: the same-shape floor replays the core's transitions
+// on bare stateless machines and reaches every logged state (see
+// recordTurn), twice in a row as the benchmark does.
+func TestSameShapeFloor(t *testing.T) {
+	seq := recordTurn(t)
+	ctx := context.Background()
+	for range 2 {
+		for i, f := range seq {
+			if f.start {
+				f.m.state = f.m.initial
+			}
+			if err := f.m.sm.FireCtx(ctx, f.idx); err != nil {
+				t.Fatalf("fire %d: %v", i, err)
+			}
+		}
+	}
+}
