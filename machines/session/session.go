@@ -656,7 +656,11 @@ func (c *Core) stale(in *vocab.Input) bool {
 	switch in.Kind {
 	case vocab.InModelParts, vocab.InModelDone, vocab.InModelFailed, vocab.InToolUpdate, vocab.InToolDone,
 		vocab.InHookDone, vocab.InTimerFired, vocab.InMaintenanceDone, vocab.InSlotGranted:
-		return c.find(in.Work) == nil
+		// Work that waits for a lane slot was handed to no worker yet:
+		// a result for it comes from one that died (a tool hook asked
+		// again after a reopen keeps its id).
+		p := c.find(in.Work)
+		return p == nil || p.waiting
 	case vocab.InStopped:
 		for _, p := range c.work {
 			if p.kind == WorkStop {

@@ -224,6 +224,29 @@ func TestSimulation(t *testing.T) {
 	}
 }
 
+// regressionSeeds are seeds past the range CI simulates that once broke
+// an invariant, each with the bug it found; TestSimulationRegressions runs
+// them every time.
+var regressionSeeds = []struct {
+	seed int64
+	bug  string
+}{
+	// A tool hook running at a crash, asked again by the reopen under its
+	// old id but held for a lane slot: a late result of the worker that
+	// died with the lane was applied as if the new worker had answered
+	// (stale-not-applied). A result for work that waits for its slot is
+	// stale now.
+	{13866, "late result of a tool hook held for a lane slot after a reopen"},
+}
+
+func TestSimulationRegressions(t *testing.T) {
+	for _, r := range regressionSeeds {
+		if f, _ := runSeed(r.seed, *flagSimSteps, session.NewMachines(), nil); f != nil {
+			t.Errorf("seed %d (%s): %s", r.seed, r.bug, f.report(*flagSimSteps))
+		}
+	}
+}
+
 // simFailure is the first broken invariant of one seed.
 type simFailure struct {
 	seed int64
