@@ -213,15 +213,7 @@ func TestServiceRunClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type ran struct {
-		res vocab.PromptResult
-		err error
-	}
-	out := make(chan ran, 1)
-	go func() {
-		res, err := svc.RunText(ctx5(t), "go")
-		out <- ran{res, err}
-	}()
+	out := runAsync(ctx5(t), svc, "go")
 	<-entered
 	if err := svc.Close(ctx5(t)); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -315,15 +307,7 @@ func TestServiceRunHostClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type ran struct {
-		res vocab.PromptResult
-		err error
-	}
-	out := make(chan ran, 1)
-	go func() {
-		res, err := a.RunText(ctx, "go")
-		out <- ran{res, err}
-	}()
+	out := runAsync(ctx, a, "go")
 	p, err := b.SubmitText("go")
 	if err != nil {
 		t.Fatal(err)
@@ -343,4 +327,21 @@ func TestServiceRunHostClose(t *testing.T) {
 			t.Errorf("%s after the host closed: %+v", svc.Session(), st)
 		}
 	}
+}
+
+// ran is what a RunText returned.
+type ran struct {
+	res vocab.PromptResult
+	err error
+}
+
+// runAsync runs RunText(ctx, text) on svc on a goroutine of its own and
+// hands back what it returned.
+func runAsync(ctx context.Context, svc *agentsvc.Service, text string) <-chan ran {
+	out := make(chan ran, 1)
+	go func() {
+		res, err := svc.RunText(ctx, text)
+		out <- ran{res, err}
+	}()
+	return out
 }

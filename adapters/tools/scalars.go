@@ -99,32 +99,42 @@ func makeScalarPlan(t reflect.Type) *scalarPlan {
 // whether it could. When it could not, v may be partly filled: a caller
 // that goes on to another path decodes into a fresh value.
 func decodeScalars(data []byte, p *scalarPlan, v reflect.Value) bool {
+	var seen uint64
+	return plainMembers(data, func(key []byte, i int) (int, bool) {
+		// A key, exactly a field's name, once.
+		f, ok := p.byName[string(key)]
+		if !ok || seen&(1<<f) != 0 {
+			return 0, false
+		}
+		seen |= 1 << f
+		return scalarValue(data, i, p.kinds[f], v.Field(f))
+	})
+}
+
+// plainMembers scans data as a JSON object (with whitespace around it or
+// not) whose keys are plain strings (see plainString), handing each key
+// and the index of its value to member, which returns the index after the
+// value. It reports false at the first thing it does not take (member's
+// false included).
+func plainMembers(data []byte, member func(key []byte, i int) (int, bool)) bool {
 	i := skipSpace(data, 0)
 	if i == len(data) || data[i] != '{' {
 		return false
 	}
 	i = skipSpace(data, i+1)
-	var seen uint64
 	if i < len(data) && data[i] == '}' {
 		return skipSpace(data, i+1) == len(data)
 	}
 	for {
-		// A key, exactly a field's name.
 		key, j, ok := plainString(data, i)
 		if !ok {
 			return false
 		}
-		f, ok := p.byName[string(key)]
-		if !ok || seen&(1<<f) != 0 {
-			return false
-		}
-		seen |= 1 << f
 		i = skipSpace(data, j)
 		if i == len(data) || data[i] != ':' {
 			return false
 		}
-		i = skipSpace(data, i+1)
-		if i, ok = scalarValue(data, i, p.kinds[f], v.Field(f)); !ok {
+		if i, ok = member(key, skipSpace(data, i+1)); !ok {
 			return false
 		}
 		i = skipSpace(data, i)
@@ -302,39 +312,7 @@ func skipDigits(data []byte, i int) int {
 // arguments of most tool calls). False proves nothing: data may still be
 // valid JSON.
 func plainObject(data []byte) bool {
-	i := skipSpace(data, 0)
-	if i == len(data) || data[i] != '{' {
-		return false
-	}
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		return skipSpace(data, i+1) == len(data)
-	}
-	for {
-		_, j, ok := plainString(data, i)
-		if !ok {
-			return false
-		}
-		i = skipSpace(data, j)
-		if i == len(data) || data[i] != ':' {
-			return false
-		}
-		if i, ok = plainValue(data, skipSpace(data, i+1)); !ok {
-			return false
-		}
-		i = skipSpace(data, i)
-		if i == len(data) {
-			return false
-		}
-		switch data[i] {
-		case ',':
-			i = skipSpace(data, i+1)
-		case '}':
-			return skipSpace(data, i+1) == len(data)
-		default:
-			return false
-		}
-	}
+	return plainMembers(data, func(_ []byte, i int) (int, bool) { return plainValue(data, i) })
 }
 
 // plainValue returns the index after the plain JSON value at data[i] (a

@@ -72,18 +72,25 @@ func driveTurn(b testing.TB, c *session.Core, at time.Time, id vocab.ID, msg *vo
 	}
 }
 
+// turnFixture is the turn BenchmarkCoreStep drives: the time of its
+// inputs, the prompt, a reply with one tool call, the final text reply and
+// the tool's result.
+func turnFixture() (at time.Time, msg, call, text *vocab.Message, res *vocab.ToolResult) {
+	tc := vocab.ToolCall{ID: "c1", Name: "noop", Args: json.RawMessage(`{}`)}
+	return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		&vocab.Message{Role: vocab.RoleUser, Parts: []vocab.Part{{Kind: vocab.PartText, Text: "go"}}},
+		&vocab.Message{Role: vocab.RoleAssistant, Parts: []vocab.Part{{Kind: vocab.PartToolCall, Call: &tc}}},
+		&vocab.Message{Role: vocab.RoleAssistant, Parts: []vocab.Part{{Kind: vocab.PartText, Text: "done"}}},
+		&vocab.ToolResult{Content: "ok"}
+}
+
 // BenchmarkCoreStep measures the session core alone (no goroutines, no
 // sink): one op is one step, a turn of two steps (a tool call, then an
 // answer) driven synchronously, with every event it emits. Compare with
 // BenchmarkCoreBareStateless, the floor: a bare stateless machine firing
 // as many guarded transitions as the core logs per step.
 func BenchmarkCoreStep(b *testing.B) {
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	tc := vocab.ToolCall{ID: "c1", Name: "noop", Args: json.RawMessage(`{}`)}
-	call := &vocab.Message{Role: vocab.RoleAssistant, Parts: []vocab.Part{{Kind: vocab.PartToolCall, Call: &tc}}}
-	text := &vocab.Message{Role: vocab.RoleAssistant, Parts: []vocab.Part{{Kind: vocab.PartText, Text: "done"}}}
-	res := &vocab.ToolResult{Content: "ok"}
-	msg := &vocab.Message{Role: vocab.RoleUser, Parts: []vocab.Part{{Kind: vocab.PartText, Text: "go"}}}
+	at, msg, call, text, res := turnFixture()
 	m := session.NewMachines()
 	var c *session.Core
 	fresh := func() {

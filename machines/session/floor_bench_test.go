@@ -2,9 +2,7 @@ package session_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/qmuntal/stateless"
 
@@ -152,12 +150,7 @@ func BenchmarkCoreSameShapeStateless(b *testing.B) {
 // the transitions it logs into the sequence BenchmarkCoreSameShapeStateless
 // fires, checking that every one maps to a transition of its definition.
 func recordTurn(tb testing.TB) []bareFire {
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	tc := vocab.ToolCall{ID: "c1", Name: "noop", Args: json.RawMessage(`{}`)}
-	call := &vocab.Message{Role: vocab.RoleAssistant, Parts: []vocab.Part{{Kind: vocab.PartToolCall, Call: &tc}}}
-	text := &vocab.Message{Role: vocab.RoleAssistant, Parts: []vocab.Part{{Kind: vocab.PartText, Text: "done"}}}
-	res := &vocab.ToolResult{Content: "ok"}
-	msg := &vocab.Message{Role: vocab.RoleUser, Parts: []vocab.Part{{Kind: vocab.PartText, Text: "go"}}}
+	at, msg, call, text, res := turnFixture()
 	c, err := session.New(session.Config{Session: "S"}, session.NewMachines())
 	if err != nil {
 		tb.Fatal(err)
