@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -344,4 +345,62 @@ func runAsync(ctx context.Context, svc *agentsvc.Service, text string) <-chan ra
 		out <- ran{res, err}
 	}()
 	return out
+}
+
+// When Run's ctx ends while its caller runs a tool, Run returns ctx's
+// cause only once the tool returned (the tool runs under its own context,
+// which ctx does not end), and the prompt goes on to complete without it.
+func TestServiceRunCtxEnds(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	toolCtxErr := make(chan error, 1)
+	slow := tools.Func("noop", "waits for release, not for its context", `{}`, func(ctx context.Context, _ roundArgs) (string, error) {
+		close(entered)
+		<-release
+		toolCtxErr <- ctx.Err()
+		return "slow ok", nil
+	})
+	svc := newRunService(t, runOptions(1, slow))
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before Close (cleanups run last first): a failing test still frees the tool
+	ctx, cancel := context.WithCancelCause(ctx5(t))
+	cause := errors.New("caller gave up")
+	out := runAsync(ctx, svc, "go")
+	<-entered
+	// No goroutine was started: the tool runs on Run's goroutine, so Run
+	// cannot return before the tool does.
+	if st := agentsvc.LaneStats(svc); st.Spawned != 0 {
+		t.Fatalf("the session started %d goroutines: the tool does not run on Run's", st.Spawned)
+	}
+	cancel(cause)
+	select {
+	case r := <-out:
+		t.Fatalf("Run returned %s %v while its tool still ran", r.res, r.err)
+	default:
+	}
+	free()
+	if r := <-out; !errors.Is(r.err, cause) || r.res != (vocab.PromptResult{}) {
+		t.Fatalf("Run: %s %v, want ctx's cause", r.res, r.err)
+	}
+	if err := <-toolCtxErr; err != nil {
+		t.Errorf("the tool's context ended with Run's: %v", err)
+	}
+	if err := svc.WhenIdle(ctx5(t)); err != nil {
+		t.Fatal(err)
+	}
+	// The request after the tool went to a goroutine of its own.
+	if st := agentsvc.LaneStats(svc); st.Spawned != 1 {
+		t.Errorf("the session started %d goroutines, want 1 (the request Run no longer took)", st.Spawned)
+	}
+	h, err := svc.History(ctx5(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := h.Messages()
+	if len(msgs) != 4 || msgs[2].Role != vocab.RoleTool || msgs[3].Role != vocab.RoleAssistant || msgs[3].Text() == "" {
+		t.Fatalf("history after Run gave up: %d messages %v, want the prompt completed (user, call, result, answer)", len(msgs), msgs)
+	}
+	if got := msgs[2].Result.Content; got != "slow ok" {
+		t.Errorf("the tool's result: %q, want %q", got, "slow ok")
+	}
 }
