@@ -20,18 +20,23 @@ func FuzzDecodeFlat(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fast, ok := decodeFlat[flatArgs](data)
-		if !ok {
-			return
-		}
-		full, problem := decodeFull[flatArgs](data, nil)
-		if problem != "" {
-			t.Fatalf("the quick path took %s, which the full path refuses: %s", data, problem)
-		}
-		if !reflect.DeepEqual(fast, full) {
-			t.Fatalf("%s: quick %+v, full %+v", data, fast, full)
+		if fast, ok := decodeFlat[flatArgs](data); ok {
+			agreesWithFull(t, "quick", data, fast)
 		}
 	})
+}
+
+// agreesWithFull fails t unless the full decoding path takes data too and
+// gives what the quick path named path gave (fast).
+func agreesWithFull[T any](t *testing.T, path string, data []byte, fast T) {
+	t.Helper()
+	full, problem := decodeFull[T](data, nil)
+	if problem != "" {
+		t.Fatalf("the %s path took %s, which the full path refuses: %s", path, data, problem)
+	}
+	if !reflect.DeepEqual(fast, full) {
+		t.Fatalf("%s: %s %+v, full %+v", data, path, fast, full)
+	}
 }
 
 func TestDecodeFlat(t *testing.T) {

@@ -42,15 +42,8 @@ func FuzzDecodeScalars(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var fast scalarArgs
-		if !decodeScalars(data, p, reflect.ValueOf(&fast).Elem()) {
-			return
-		}
-		full, problem := decodeFull[scalarArgs](data, nil)
-		if problem != "" {
-			t.Fatalf("the scalar path took %s, which the full path refuses: %s", data, problem)
-		}
-		if !reflect.DeepEqual(fast, full) {
-			t.Fatalf("%s: scalar %+v, full %+v", data, fast, full)
+		if decodeScalars(data, p, reflect.ValueOf(&fast).Elem()) {
+			agreesWithFull(t, "scalar", data, fast)
 		}
 	})
 }

@@ -905,7 +905,7 @@ func (c *Core) cancel(id uint64, cause vocab.CancelCause) {
 // emit appends an event. Its time is the time of the input being stepped.
 func (c *Core) emit(kind vocab.EventKind, payload any) {
 	c.seq++
-	// Written in place, every field: building the 112-byte Event aside
+	// Written in place, every field: building the 96-byte Event aside
 	// cost a copy into the buffer.
 	evs := c.m.rd.Events
 	if len(evs) == cap(evs) {
