@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cloudwego/eino/components/model"
@@ -43,29 +45,50 @@ func perStep(b *testing.B, k int) {
 
 // ---- loopchart ----
 
+// idRuns is how many runs in a row get call ids of their own: the fakes'
+// call ids are "r<run>-c<n>", run counted modulo idRuns, so ids never
+// repeat within a session of up to idRuns runs (the single-session
+// benchmarks replace theirs every 50 runs), as a real provider's never
+// do. A fake whose ids repeat from run to run makes loopchart repair
+// every call's id (a session's tool call ids must be unique: results are
+// matched to calls by id), a path a real provider never takes.
+const idRuns = 64
+
+// callID is the id of the fakes' call n in run r.
+func callID(r, n int) string { return fmt.Sprintf("r%d-c%d", r, n) }
+
+// lcCalls are the loopchart fake's tool-call replies, [run%idRuns][n],
+// made once and shared read-only by every lcProvider.
+var lcCalls = sync.OnceValue(func() *[idRuns][maxK][]vocab.StreamPart {
+	var t [idRuns][maxK][]vocab.StreamPart
+	for r := range t {
+		for n := range t[r] {
+			// Each step's call has arguments of its own: the same call with
+			// the same result 20 times over is a loop, which loopchart stops.
+			call := &vocab.ToolCall{ID: callID(r, n), Name: "noop", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, n))}
+			t[r][n] = []vocab.StreamPart{{Kind: vocab.StreamToolCall, Call: call}, lcUsage, {Kind: vocab.StreamFinish, Finish: vocab.FinishToolCalls}}
+		}
+	}
+	return &t
+})
+
+var (
+	lcUsage = vocab.StreamPart{Kind: vocab.StreamUsage, Usage: &vocab.Usage{InputTokens: 10, OutputTokens: 2}}
+	lcFinal = []vocab.StreamPart{{Kind: vocab.StreamText, Text: "done"}, lcUsage, {Kind: vocab.StreamFinish, Finish: vocab.FinishStop}}
+)
+
 // lcProvider is a fake vocab.Provider: within a run (the messages after
 // the last user message) it answers with one noop({"i": n}) call while fewer
-// than k tool results are in the request, then with the text "done". Its
-// replies are precomputed and shared read-only, so the fake itself
-// allocates only the iterator.
+// than k tool results are in the request, then with the text "done", and
+// the next run begins. Its replies are precomputed and shared read-only
+// (lcCalls), so the fake itself allocates only the iterator.
 type lcProvider struct {
 	k     int
-	calls [maxK][]vocab.StreamPart
-	final []vocab.StreamPart
+	calls *[idRuns][maxK][]vocab.StreamPart
+	run   atomic.Int64 // runs answered "done"
 }
 
-func newLCProvider(k int) *lcProvider {
-	p := &lcProvider{k: k}
-	usage := vocab.StreamPart{Kind: vocab.StreamUsage, Usage: &vocab.Usage{InputTokens: 10, OutputTokens: 2}}
-	for i := range p.calls {
-		// Each step's call has arguments of its own: the same call with the
-		// same result 20 times over is a loop, which loopchart stops.
-		call := &vocab.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "noop", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
-		p.calls[i] = []vocab.StreamPart{{Kind: vocab.StreamToolCall, Call: call}, usage, {Kind: vocab.StreamFinish, Finish: vocab.FinishToolCalls}}
-	}
-	p.final = []vocab.StreamPart{{Kind: vocab.StreamText, Text: "done"}, usage, {Kind: vocab.StreamFinish, Finish: vocab.FinishStop}}
-	return p
-}
+func newLCProvider(k int) *lcProvider { return &lcProvider{k: k, calls: lcCalls()} }
 
 func (p *lcProvider) Stream(_ context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
 	n := 0 // tool results since the last user message: the calls already made in this run
@@ -74,9 +97,11 @@ func (p *lcProvider) Stream(_ context.Context, req vocab.Request) iter.Seq2[voca
 			n++
 		}
 	}
-	parts := p.final
+	parts := lcFinal
 	if n < p.k {
-		parts = p.calls[n]
+		parts = p.calls[p.run.Load()%idRuns][n]
+	} else {
+		p.run.Add(1)
 	}
 	return func(yield func(vocab.StreamPart, error) bool) {
 		for _, part := range parts {
@@ -174,25 +199,34 @@ type noopArgs struct {
 
 // einoModel is a fake model.ToolCallingChatModel: within a run (the
 // messages after the last user message) it answers with one noop({"i": n}) call
-// while fewer than k tool results are in the input, then with "done".
-// Generate and Stream give the same reply; Stream wraps it with
-// schema.StreamReaderFromArray. Replies are precomputed and shared.
+// while fewer than k tool results are in the input, then with "done", and
+// the next run begins. Generate and Stream give the same reply; Stream
+// wraps it with schema.StreamReaderFromArray. Replies are precomputed and
+// shared (einoCalls), with the same call ids as the loopchart fake's.
 type einoModel struct {
 	k     int
-	calls [maxK]*schema.Message
-	final *schema.Message
+	calls *[idRuns][maxK]*schema.Message
+	run   atomic.Int64 // runs answered "done"
 }
 
-func newEinoModel(k int) *einoModel {
-	m := &einoModel{k: k, final: schema.AssistantMessage("done", nil)}
-	for i := range m.calls {
-		m.calls[i] = schema.AssistantMessage("", []schema.ToolCall{{
-			ID: fmt.Sprintf("c%d", i), Type: "function",
-			Function: schema.FunctionCall{Name: "noop", Arguments: fmt.Sprintf(`{"i":%d}`, i)},
-		}})
+// einoCalls are the eino fake's tool-call replies, [run%idRuns][n], made
+// once and shared read-only by every einoModel.
+var einoCalls = sync.OnceValue(func() *[idRuns][maxK]*schema.Message {
+	var t [idRuns][maxK]*schema.Message
+	for r := range t {
+		for n := range t[r] {
+			t[r][n] = schema.AssistantMessage("", []schema.ToolCall{{
+				ID: callID(r, n), Type: "function",
+				Function: schema.FunctionCall{Name: "noop", Arguments: fmt.Sprintf(`{"i":%d}`, n)},
+			}})
+		}
 	}
-	return m
-}
+	return &t
+})
+
+var einoFinal = schema.AssistantMessage("done", nil)
+
+func newEinoModel(k int) *einoModel { return &einoModel{k: k, calls: einoCalls()} }
 
 func (m *einoModel) reply(input []*schema.Message) *schema.Message {
 	n := 0
@@ -202,9 +236,10 @@ func (m *einoModel) reply(input []*schema.Message) *schema.Message {
 		}
 	}
 	if n < m.k {
-		return m.calls[n]
+		return m.calls[m.run.Load()%idRuns][n]
 	}
-	return m.final
+	m.run.Add(1)
+	return einoFinal
 }
 
 func (m *einoModel) Generate(_ context.Context, input []*schema.Message, _ ...model.Option) (*schema.Message, error) {
@@ -282,6 +317,17 @@ func TestScenario(t *testing.T) {
 		if want := len(paths) * (1 + 2*k + 1); h.Len() != want {
 			t.Errorf("loopchart k=%d: history has %d messages, want %d", k, h.Len(), want)
 		}
+		// The fake's ids are unique in the session, so the session keeps
+		// them as they came (a repeated id would have been replaced).
+		var ids []string
+		for _, m := range h.All() {
+			for _, c := range m.ToolCalls() {
+				ids = append(ids, c.ID)
+			}
+		}
+		if want := wantIDs(len(paths), k); !slices.Equal(ids, want) {
+			t.Errorf("loopchart k=%d: call ids %v, want %v", k, ids, want)
+		}
 		svc.Close(ctx)
 
 		cm := &countingModel{einoModel: newEinoModel(k)}
@@ -303,23 +349,49 @@ func TestScenario(t *testing.T) {
 				t.Errorf("eino k=%d run %d: %d model calls, want %d", k, run, cm.n, k+1)
 			}
 		}
+		if got, want := cm.ids, wantIDs(3, k); !slices.Equal(got, want) {
+			t.Errorf("eino k=%d: call ids %v, want %v", k, got, want)
+		}
 	}
 }
 
 // countingModel counts model calls (Generate or Stream) for TestScenario.
+// It also records the ids of the tool calls it answered with.
 type countingModel struct {
 	*einoModel
-	n int
+	n   int
+	ids []string
 }
 
 func (m *countingModel) Generate(ctx context.Context, in []*schema.Message, o ...model.Option) (*schema.Message, error) {
 	m.n++
-	return m.einoModel.Generate(ctx, in, o...)
+	out, err := m.einoModel.Generate(ctx, in, o...)
+	m.record(out)
+	return out, err
 }
 
 func (m *countingModel) Stream(ctx context.Context, in []*schema.Message, o ...model.Option) (*schema.StreamReader[*schema.Message], error) {
 	m.n++
-	return m.einoModel.Stream(ctx, in, o...)
+	out := m.reply(in)
+	m.record(out)
+	return schema.StreamReaderFromArray([]*schema.Message{out}), nil
+}
+
+func (m *countingModel) record(out *schema.Message) {
+	for _, c := range out.ToolCalls {
+		m.ids = append(m.ids, c.ID)
+	}
+}
+
+// wantIDs are the fakes' call ids over runs runs of k rounds.
+func wantIDs(runs, k int) []string {
+	var ids []string
+	for r := range runs {
+		for n := range k {
+			ids = append(ids, callID(r, n))
+		}
+	}
+	return ids
 }
 
 func (m *countingModel) WithTools([]*schema.ToolInfo) (model.ToolCallingChatModel, error) {
