@@ -237,6 +237,12 @@ var regressionSeeds = []struct {
 	// (stale-not-applied). A result for work that waits for its slot is
 	// stale now.
 	{13866, "late result of a tool hook held for a lane slot after a reopen"},
+	// A call that finished in its abort grace delivered a steer, which
+	// the agent latched as the seed's steerIfActive does; a second cancel,
+	// keeping the inbox, ended the abort and the latched wake started a
+	// turn. The core was right: the simulation's model of latched wakes
+	// knew only callers' inputs and background calls (control-starts-no-turn).
+	{165940, "a steer delivered by a call finishing in its abort grace latches a wake"},
 }
 
 func TestSimulationRegressions(t *testing.T) {
@@ -1311,21 +1317,24 @@ func (s *sim) stepIn(in vocab.Input, ck check) (err error, stale bool) {
 	if (verr == nil) != (err == nil) {
 		s.failf("validate-agrees", "Validate(%s) = %v but Step = %v", in.Kind, verr, err)
 	}
+	rd, _ := s.core.Ready()
 	if err == nil {
 		switch {
 		case in.Kind == vocab.InCancel && !in.KeepInbox:
 			s.latched = false // a cancel that clears the inbox clears a latched wake
 		case (in.Kind == vocab.InSubmit || in.Kind == vocab.InSteer || in.Kind == vocab.InNotify || in.Kind == vocab.InContinue ||
-			s.backgroundDone(in)) &&
+			s.backgroundDone(in) || deliveredSteer(in, rd.Events[ne:])) &&
 			(agentBefore == "aborting" || agentBefore == "maintenance"):
 			// A wake that cannot be served now is latched and served
 			// when the agent rests again: by whatever input ends the
 			// abort (a second cancel, the hard-stop timer). A continue
-			// latches one when input is queued.
+			// latches one when input is queued. A tool's steer delivery
+			// is a steer (the seed's steerIfActive), so a call that
+			// finishes in its abort grace and delivers one latches a
+			// wake too.
 			s.latched = true
 		}
 	}
-	rd, _ := s.core.Ready()
 	if err != nil {
 		s.stats.rejected++
 		if s.trace != nil {
@@ -2640,6 +2649,26 @@ func (s *sim) onEvent(ev vocab.Event) {
 
 // backgroundDone reports whether in ends a tool call that went on in the
 // background: its notification wakes the agent.
+// deliveredSteer reports whether in is a tool result whose steer
+// delivery the core queued (an inbox/spliced event inserting the
+// delivered message, among evs, the events in logged): a result the core
+// found stale delivers nothing, nor does a delivery it already queued once.
+func deliveredSteer(in vocab.Input, evs []vocab.Event) bool {
+	if in.Kind != vocab.InToolDone || in.Result == nil || in.Result.Delivery == nil || in.Result.Delivery.Kind != vocab.DeliverySteer {
+		return false
+	}
+	for _, ev := range evs {
+		if p, ok := ev.Payload.(vocab.InboxPayload); ok && ev.Kind == vocab.EventInboxSpliced && p.Op == "inserted" {
+			for _, m := range p.Messages {
+				if strings.HasSuffix(string(m.ID), "-dl-"+in.Result.CallID) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 func (s *sim) backgroundDone(in vocab.Input) bool {
 	it := s.work[in.Work]
 	return in.Kind == vocab.InToolDone && it != nil && it.detached
