@@ -22,14 +22,35 @@ import (
 // InternalTransition when it is internal) with a guard callback where the
 // chart has a guard. Each transition has a trigger of its own, so
 // stateless never has to choose between two.
+//
+// A lean bareMachine is the cheapest way to drive the same shapes on
+// stateless, the way chart itself drives it: states are pointers (cheap
+// to hash and compare, where names are strings), and entry and exit
+// callbacks run from the machine's one OnTransitioning and one
+// OnTransitioned callback (stateless wraps the context of every OnEntry
+// and OnExit call in a context.WithValue carrying the transition, two
+// allocations per action, which the per-machine callbacks do not pay).
 type bareMachine struct {
 	sm    *stateless.StateMachine
 	state stateless.State
 	// initial is the leaf an instance starts in (the chart's Start).
 	initial stateless.State
+	// names are the states' names, by key (lean machines).
+	names map[stateless.State]string
 }
 
-func newBareMachine[C any](def *chart.Def[C]) *bareMachine {
+// bareState is a lean machine's state key.
+type bareState struct{ name string }
+
+// name returns the name of state s.
+func (m *bareMachine) name(s stateless.State) string {
+	if m.names != nil {
+		return m.names[s]
+	}
+	return s.(string)
+}
+
+func newBareMachine[C any](def *chart.Def[C], lean bool) *bareMachine {
 	m := &bareMachine{}
 	m.sm = stateless.NewStateMachineWithExternalStorage(
 		func(context.Context) (stateless.State, error) { return m.state, nil },
@@ -38,23 +59,47 @@ func newBareMachine[C any](def *chart.Def[C]) *bareMachine {
 	n := 0
 	guard := func(context.Context, ...any) bool { return n >= 0 }
 	action := func(context.Context, ...any) error { n++; return nil }
+	key := func(s chart.State) stateless.State { return string(s) }
+	if lean {
+		keys := map[chart.State]stateless.State{}
+		m.names = map[stateless.State]string{}
+		for _, st := range def.States {
+			k := &bareState{name: string(st.Name)}
+			keys[st.Name], m.names[k] = k, k.name
+		}
+		key = func(s chart.State) stateless.State { return keys[s] }
+		entry, exit := map[stateless.State]bool{}, map[stateless.State]bool{}
+		for _, st := range def.States {
+			entry[key(st.Name)], exit[key(st.Name)] = st.Entry != nil, st.Exit != nil
+		}
+		m.sm.OnTransitioning(func(_ context.Context, t stateless.Transition) {
+			if exit[t.Source] {
+				n++
+			}
+		})
+		m.sm.OnTransitioned(func(_ context.Context, t stateless.Transition) {
+			if entry[t.Destination] {
+				n++
+			}
+		})
+	}
 	for _, st := range def.States {
-		sc := m.sm.Configure(string(st.Name))
+		sc := m.sm.Configure(key(st.Name))
 		if st.Parent != "" {
-			sc.SubstateOf(string(st.Parent))
+			sc.SubstateOf(key(st.Parent))
 		}
 		if st.Initial != "" {
-			sc.InitialTransition(string(st.Initial))
+			sc.InitialTransition(key(st.Initial))
 		}
-		if st.Entry != nil {
+		if st.Entry != nil && !lean {
 			sc.OnEntry(action)
 		}
-		if st.Exit != nil {
+		if st.Exit != nil && !lean {
 			sc.OnExit(action)
 		}
 	}
 	for i, t := range def.Transitions {
-		sc := m.sm.Configure(string(t.From))
+		sc := m.sm.Configure(key(t.From))
 		var guards []stateless.GuardFunc
 		if t.Guard != nil {
 			guards = append(guards, guard)
@@ -65,7 +110,7 @@ func newBareMachine[C any](def *chart.Def[C]) *bareMachine {
 		case t.To == t.From:
 			sc.PermitReentry(i, guards...)
 		default:
-			sc.Permit(i, string(t.To), guards...)
+			sc.Permit(i, key(t.To), guards...)
 		}
 	}
 	// The leaf an instance starts in: the initial state, then its initial
@@ -83,7 +128,7 @@ func newBareMachine[C any](def *chart.Def[C]) *bareMachine {
 		}
 		leaf = next
 	}
-	m.initial = string(leaf)
+	m.initial = key(leaf)
 	return m
 }
 
@@ -126,8 +171,15 @@ type bareFire struct {
 // same order, on the machines they were logged on. What it leaves out is
 // everything loopchart adds on top of stateless: choosing the transition,
 // the actions' work, effects, events, history, scheduling.
-func BenchmarkCoreSameShapeStateless(b *testing.B) {
-	seq := recordTurn(b)
+func BenchmarkCoreSameShapeStateless(b *testing.B) { benchSameShape(b, false) }
+
+// BenchmarkCoreSameShapeStatelessLean is BenchmarkCoreSameShapeStateless
+// on lean machines (see bareMachine): the cheapest floor of the same
+// transitions.
+func BenchmarkCoreSameShapeStatelessLean(b *testing.B) { benchSameShape(b, true) }
+
+func benchSameShape(b *testing.B, lean bool) {
+	seq := recordTurn(b, lean)
 	b.ReportAllocs()
 	b.ResetTimer()
 	ctx := context.Background()
@@ -149,13 +201,13 @@ func BenchmarkCoreSameShapeStateless(b *testing.B) {
 // recordTurn runs one turn of BenchmarkCoreStep on a fresh core and turns
 // the transitions it logs into the sequence BenchmarkCoreSameShapeStateless
 // fires, checking that every one maps to a transition of its definition.
-func recordTurn(tb testing.TB) []bareFire {
+func recordTurn(tb testing.TB, lean bool) []bareFire {
 	at, msg, call, text, res := turnFixture()
 	c, err := session.New(session.Config{Session: "S"}, session.NewMachines())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	am, tm, xm := newBareMachine(agent.Definition), newBareMachine(turn.Definition), newBareMachine(tool.Definition)
+	am, tm, xm := newBareMachine(agent.Definition, lean), newBareMachine(turn.Definition, lean), newBareMachine(tool.Definition, lean)
 	am.state = am.initial
 	var seq []bareFire
 	var logged []vocab.TransitionPayload
@@ -197,26 +249,28 @@ func recordTurn(tb testing.TB) []bareFire {
 		if err := f.m.sm.FireCtx(ctx, f.idx); err != nil {
 			tb.Fatalf("bare fire %d (%+v): %v", i, logged[i], err)
 		}
-		if got := f.m.state.(string); got != logged[i].To {
+		if got := f.m.name(f.m.state); got != logged[i].To {
 			tb.Fatalf("bare fire %d (%+v): reached %s, want %s", i, logged[i], got, logged[i].To)
 		}
 	}
 	return seq
 }
 
-// TestSameShapeFloor: the same-shape floor replays the core's transitions
-// on bare stateless machines and reaches every logged state (see
-// recordTurn), twice in a row as the benchmark does.
+// TestSameShapeFloor: the same-shape floors (plain and lean) replay the
+// core's transitions on bare stateless machines and reach every logged
+// state (see recordTurn), twice in a row as the benchmarks do.
 func TestSameShapeFloor(t *testing.T) {
-	seq := recordTurn(t)
-	ctx := context.Background()
-	for range 2 {
-		for i, f := range seq {
-			if f.start {
-				f.m.state = f.m.initial
-			}
-			if err := f.m.sm.FireCtx(ctx, f.idx); err != nil {
-				t.Fatalf("fire %d: %v", i, err)
+	for _, lean := range []bool{false, true} {
+		seq := recordTurn(t, lean)
+		ctx := context.Background()
+		for range 2 {
+			for i, f := range seq {
+				if f.start {
+					f.m.state = f.m.initial
+				}
+				if err := f.m.sm.FireCtx(ctx, f.idx); err != nil {
+					t.Fatalf("lean=%v: fire %d: %v", lean, i, err)
+				}
 			}
 		}
 	}
