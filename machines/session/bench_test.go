@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,16 +73,26 @@ func driveTurn(b testing.TB, c *session.Core, at time.Time, id vocab.ID, msg *vo
 	}
 }
 
+// fixtureTurns is how many turns BenchmarkCoreStep drives on one core
+// before it starts a fresh one.
+const fixtureTurns = 100
+
 // turnFixture is the turn BenchmarkCoreStep drives: the time of its
-// inputs, the prompt, a reply with one tool call, the final text reply and
-// the tool's result.
-func turnFixture() (at time.Time, msg, call, text *vocab.Message, res *vocab.ToolResult) {
-	tc := vocab.ToolCall{ID: "c1", Name: "noop", Args: json.RawMessage(`{}`)}
+// inputs, the prompt, the final text reply, the tool's result, and the
+// replies with one tool call, one for each of fixtureTurns turns: their
+// call ids differ, as a real provider's do (a reply whose call id is
+// already in the history takes the core's repair path: a derived id and
+// a copy of the reply's parts).
+func turnFixture() (at time.Time, msg, text *vocab.Message, res *vocab.ToolResult, calls []*vocab.Message) {
+	calls = make([]*vocab.Message, fixtureTurns)
+	for i := range calls {
+		tc := &vocab.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "noop", Args: json.RawMessage(`{}`)}
+		calls[i] = &vocab.Message{Role: vocab.RoleAssistant, Parts: []vocab.Part{{Kind: vocab.PartToolCall, Call: tc}}}
+	}
 	return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		&vocab.Message{Role: vocab.RoleUser, Parts: []vocab.Part{{Kind: vocab.PartText, Text: "go"}}},
-		&vocab.Message{Role: vocab.RoleAssistant, Parts: []vocab.Part{{Kind: vocab.PartToolCall, Call: &tc}}},
 		&vocab.Message{Role: vocab.RoleAssistant, Parts: []vocab.Part{{Kind: vocab.PartText, Text: "done"}}},
-		&vocab.ToolResult{Content: "ok"}
+		&vocab.ToolResult{Content: "ok"}, calls
 }
 
 // BenchmarkCoreStep measures the session core alone (no goroutines, no
@@ -90,7 +101,7 @@ func turnFixture() (at time.Time, msg, call, text *vocab.Message, res *vocab.Too
 // BenchmarkCoreBareStateless, the floor: a bare stateless machine firing
 // as many guarded transitions as the core logs per step.
 func BenchmarkCoreStep(b *testing.B) {
-	at, msg, call, text, res := turnFixture()
+	at, msg, text, res, calls := turnFixture()
 	m := session.NewMachines()
 	var c *session.Core
 	fresh := func() {
@@ -100,7 +111,7 @@ func BenchmarkCoreStep(b *testing.B) {
 		}
 	}
 	fresh()
-	ids := make([]vocab.ID, 100)
+	ids := make([]vocab.ID, fixtureTurns)
 	for i := range ids {
 		ids[i] = vocab.ID("p" + string(rune('a'+i%26)) + string(rune('a'+i/26)))
 	}
@@ -108,12 +119,12 @@ func BenchmarkCoreStep(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		if i%100 == 0 {
+		if i%fixtureTurns == 0 {
 			b.StopTimer()
 			fresh()
 			b.StartTimer()
 		}
-		transitions += driveTurn(b, c, at, ids[i%100], msg, call, text, res, nil)
+		transitions += driveTurn(b, c, at, ids[i%fixtureTurns], msg, calls[i%fixtureTurns], text, res, nil)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/step")

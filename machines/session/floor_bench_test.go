@@ -202,7 +202,8 @@ func benchSameShape(b *testing.B, lean bool) {
 // the transitions it logs into the sequence BenchmarkCoreSameShapeStateless
 // fires, checking that every one maps to a transition of its definition.
 func recordTurn(tb testing.TB, lean bool) []bareFire {
-	at, msg, call, text, res := turnFixture()
+	at, msg, text, res, calls := turnFixture()
+	call := calls[0]
 	c, err := session.New(session.Config{Session: "S"}, session.NewMachines())
 	if err != nil {
 		tb.Fatal(err)
