@@ -464,6 +464,67 @@ func concurrentLoopchart(b *testing.B, n int, run prompt) {
 	concurrent(b, n, k, run, func(int) (*agentsvc.Service, error) { return agentsvc.New(lcOptions(k)) })
 }
 
+// BenchmarkConcurrentLoopchartFresh is BenchmarkConcurrentLoopchart with
+// new sessions for every op, made and closed outside the timer: each
+// prompt runs on an empty session, as each eino run starts from nothing,
+// so the difference between the two loopchart benchmarks is what the
+// sessions' growing logs and histories cost.
+func BenchmarkConcurrentLoopchartFresh(b *testing.B) {
+	const k = 10
+	ctx := context.Background()
+	open := func() []*agentsvc.Service {
+		svcs := make([]*agentsvc.Service, sessions)
+		for i := range svcs {
+			var err error
+			if svcs[i], err = agentsvc.New(lcOptions(k)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return svcs
+	}
+	svcs := open()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if i > 0 {
+			b.StopTimer()
+			for _, svc := range svcs {
+				svc.Close(ctx)
+			}
+			svcs = open()
+			b.StartTimer()
+		}
+		runAll(b, svcs, k, runSync)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*sessions*(k+1))/b.Elapsed().Seconds(), "steps/s")
+	for _, svc := range svcs {
+		svc.Close(ctx)
+	}
+}
+
+// runAll runs one prompt of k rounds on every session at once, each on a
+// goroutine of its own, and fails b when one does not complete.
+func runAll(b *testing.B, svcs []*agentsvc.Service, k int, run prompt) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(svcs))
+	for _, svc := range svcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if res, err := run(ctx, svc); err != nil || res.Steps != k+1 {
+				errs <- fmt.Errorf("%v %v", res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
 // concurrent runs n sessions (made by open) at once per op, each one
 // prompt of k rounds run by run, and reports steps/s.
 func concurrent(b *testing.B, n, k int, run prompt, open func(i int) (*agentsvc.Service, error)) {
@@ -478,22 +539,7 @@ func concurrent(b *testing.B, n, k int, run prompt, open func(i int) (*agentsvc.
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		var wg sync.WaitGroup
-		errs := make(chan error, n)
-		for _, svc := range svcs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if res, err := run(ctx, svc); err != nil || res.Steps != k+1 {
-					errs <- fmt.Errorf("%v %v", res, err)
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			b.Fatal(err)
-		}
+		runAll(b, svcs, k, run)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*n*(k+1))/b.Elapsed().Seconds(), "steps/s")
