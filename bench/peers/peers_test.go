@@ -45,28 +45,35 @@ func perStep(b *testing.B, k int) {
 
 // ---- loopchart ----
 
-// idRuns is how many runs in a row get call ids of their own: the fakes'
-// call ids are "r<run>-c<n>", run counted modulo idRuns, so ids never
-// repeat within a session of up to idRuns runs (the single-session
-// benchmarks replace theirs every 50 runs), as a real provider's never
-// do. A fake whose ids repeat from run to run makes loopchart repair
-// every call's id (a session's tool call ids must be unique: results are
-// matched to calls by id), a path a real provider never takes.
+// The fakes' call ids are "r<run>-c<n>", run counted per model (a
+// session's, or an eino agent's), so they never repeat within a session,
+// as a real provider's never do. A fake whose ids repeat from run to run
+// makes loopchart repair every call's id (a session's tool call ids must
+// be unique: results are matched to calls by id), a path a real provider
+// never takes. The replies of the first idRuns runs are made once and
+// shared (the single-session benchmarks replace their session every 50
+// runs); a later run's are made as it asks for them, as a provider makes
+// each reply anew.
 const idRuns = 64
 
 // callID is the id of the fakes' call n in run r.
 func callID(r, n int) string { return fmt.Sprintf("r%d-c%d", r, n) }
 
-// lcCalls are the loopchart fake's tool-call replies, [run%idRuns][n],
-// made once and shared read-only by every lcProvider.
+// lcCall is the loopchart fake's reply for call n of run r.
+func lcCall(r, n int) []vocab.StreamPart {
+	// Each step's call has arguments of its own: the same call with the
+	// same result 20 times over is a loop, which loopchart stops.
+	call := &vocab.ToolCall{ID: callID(r, n), Name: "noop", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, n))}
+	return []vocab.StreamPart{{Kind: vocab.StreamToolCall, Call: call}, lcUsage, {Kind: vocab.StreamFinish, Finish: vocab.FinishToolCalls}}
+}
+
+// lcCalls are the loopchart fake's tool-call replies of the first idRuns
+// runs, [run][n], made once and shared read-only by every lcProvider.
 var lcCalls = sync.OnceValue(func() *[idRuns][maxK][]vocab.StreamPart {
 	var t [idRuns][maxK][]vocab.StreamPart
 	for r := range t {
 		for n := range t[r] {
-			// Each step's call has arguments of its own: the same call with
-			// the same result 20 times over is a loop, which loopchart stops.
-			call := &vocab.ToolCall{ID: callID(r, n), Name: "noop", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, n))}
-			t[r][n] = []vocab.StreamPart{{Kind: vocab.StreamToolCall, Call: call}, lcUsage, {Kind: vocab.StreamFinish, Finish: vocab.FinishToolCalls}}
+			t[r][n] = lcCall(r, n)
 		}
 	}
 	return &t
@@ -98,8 +105,10 @@ func (p *lcProvider) Stream(_ context.Context, req vocab.Request) iter.Seq2[voca
 		}
 	}
 	parts := lcFinal
-	if n < p.k {
-		parts = p.calls[p.run.Load()%idRuns][n]
+	if r := int(p.run.Load()); n < p.k && r < idRuns {
+		parts = p.calls[r][n]
+	} else if n < p.k {
+		parts = lcCall(r, n)
 	} else {
 		p.run.Add(1)
 	}
@@ -209,16 +218,21 @@ type einoModel struct {
 	run   atomic.Int64 // runs answered "done"
 }
 
-// einoCalls are the eino fake's tool-call replies, [run%idRuns][n], made
-// once and shared read-only by every einoModel.
+// einoCall is the eino fake's reply for call n of run r.
+func einoCall(r, n int) *schema.Message {
+	return schema.AssistantMessage("", []schema.ToolCall{{
+		ID: callID(r, n), Type: "function",
+		Function: schema.FunctionCall{Name: "noop", Arguments: fmt.Sprintf(`{"i":%d}`, n)},
+	}})
+}
+
+// einoCalls are the eino fake's tool-call replies of the first idRuns
+// runs, [run][n], made once and shared read-only by every einoModel.
 var einoCalls = sync.OnceValue(func() *[idRuns][maxK]*schema.Message {
 	var t [idRuns][maxK]*schema.Message
 	for r := range t {
 		for n := range t[r] {
-			t[r][n] = schema.AssistantMessage("", []schema.ToolCall{{
-				ID: callID(r, n), Type: "function",
-				Function: schema.FunctionCall{Name: "noop", Arguments: fmt.Sprintf(`{"i":%d}`, n)},
-			}})
+			t[r][n] = einoCall(r, n)
 		}
 	}
 	return &t
@@ -235,8 +249,10 @@ func (m *einoModel) reply(input []*schema.Message) *schema.Message {
 			n++
 		}
 	}
-	if n < m.k {
-		return m.calls[m.run.Load()%idRuns][n]
+	if r := int(m.run.Load()); n < m.k && r < idRuns {
+		return m.calls[r][n]
+	} else if n < m.k {
+		return einoCall(r, n)
 	}
 	m.run.Add(1)
 	return einoFinal
@@ -351,6 +367,53 @@ func TestScenario(t *testing.T) {
 		}
 		if got, want := cm.ids, wantIDs(3, k); !slices.Equal(got, want) {
 			t.Errorf("eino k=%d: call ids %v, want %v", k, got, want)
+		}
+	}
+}
+
+// TestIDsPastTheTable: runs past the fakes' shared tables (idRuns) still
+// answer with ids of their own, so a long session never takes loopchart's
+// repair of a repeated id.
+func TestIDsPastTheTable(t *testing.T) {
+	ctx := context.Background()
+	const k, runs = 2, idRuns + 3
+	svc, err := agentsvc.New(lcOptions(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(ctx)
+	for run := range runs {
+		if res, err := svc.RunText(ctx, "go"); err != nil || res.Steps != k+1 {
+			t.Fatalf("run %d: %v %v", run, res, err)
+		}
+	}
+	h, err := svc.History(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range h.All() {
+		for _, c := range m.ToolCalls() {
+			ids = append(ids, c.ID)
+		}
+	}
+	if want := wantIDs(runs, k); !slices.Equal(ids, want) {
+		t.Errorf("call ids past run %d differ from the fake's (first 3 after it: %v)", idRuns, ids[idRuns*k:idRuns*k+3])
+	}
+	// The eino fake, driven as its agent drives it: the input holds the
+	// run's tool results so far.
+	m := newEinoModel(k)
+	for r := range runs {
+		input := []*schema.Message{schema.UserMessage("go")}
+		for n := range k {
+			out := m.reply(input)
+			if len(out.ToolCalls) != 1 || out.ToolCalls[0].ID != callID(r, n) {
+				t.Fatalf("eino run %d call %d: %v, want one call %s", r, n, out.ToolCalls, callID(r, n))
+			}
+			input = append(input, out, schema.ToolMessage("ok", out.ToolCalls[0].ID))
+		}
+		if out := m.reply(input); out.Content != "done" {
+			t.Fatalf("eino run %d: %q after %d calls, want done", r, out.Content, k)
 		}
 	}
 }
