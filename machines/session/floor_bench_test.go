@@ -39,8 +39,12 @@ type bareMachine struct {
 	names map[stateless.State]string
 }
 
-// bareState is a lean machine's state key.
-type bareState struct{ name string }
+// bareState is a lean machine's state key: its name and whether the
+// chart's state has an entry and an exit action.
+type bareState struct {
+	name        string
+	entry, exit bool
+}
 
 // name returns the name of state s.
 func (m *bareMachine) name(s stateless.State) string {
@@ -64,21 +68,17 @@ func newBareMachine[C any](def *chart.Def[C], lean bool) *bareMachine {
 		keys := map[chart.State]stateless.State{}
 		m.names = map[stateless.State]string{}
 		for _, st := range def.States {
-			k := &bareState{name: string(st.Name)}
+			k := &bareState{name: string(st.Name), entry: st.Entry != nil, exit: st.Exit != nil}
 			keys[st.Name], m.names[k] = k, k.name
 		}
 		key = func(s chart.State) stateless.State { return keys[s] }
-		entry, exit := map[stateless.State]bool{}, map[stateless.State]bool{}
-		for _, st := range def.States {
-			entry[key(st.Name)], exit[key(st.Name)] = st.Entry != nil, st.Exit != nil
-		}
 		m.sm.OnTransitioning(func(_ context.Context, t stateless.Transition) {
-			if exit[t.Source] {
+			if t.Source.(*bareState).exit {
 				n++
 			}
 		})
 		m.sm.OnTransitioned(func(_ context.Context, t stateless.Transition) {
-			if entry[t.Destination] {
+			if t.Destination.(*bareState).entry {
 				n++
 			}
 		})

@@ -2647,12 +2647,11 @@ func (s *sim) onEvent(ev vocab.Event) {
 	}
 }
 
-// backgroundDone reports whether in ends a tool call that went on in the
-// background: its notification wakes the agent.
 // deliveredSteer reports whether in is a tool result whose steer
 // delivery the core queued (an inbox/spliced event inserting the
-// delivered message, among evs, the events in logged): a result the core
-// found stale delivers nothing, nor does a delivery it already queued once.
+// delivered message, among evs, the events stepping in logged): a result
+// the core found stale delivers nothing, nor does a delivery it already
+// queued once.
 func deliveredSteer(in vocab.Input, evs []vocab.Event) bool {
 	if in.Kind != vocab.InToolDone || in.Result == nil || in.Result.Delivery == nil || in.Result.Delivery.Kind != vocab.DeliverySteer {
 		return false
@@ -2669,6 +2668,8 @@ func deliveredSteer(in vocab.Input, evs []vocab.Event) bool {
 	return false
 }
 
+// backgroundDone reports whether in ends a tool call that went on in the
+// background: its notification wakes the agent.
 func (s *sim) backgroundDone(in vocab.Input) bool {
 	it := s.work[in.Work]
 	return in.Kind == vocab.InToolDone && it != nil && it.detached
