@@ -144,6 +144,23 @@ func eventsOf(evs []vocab.Event, kind vocab.EventKind) []vocab.Event {
 }
 
 // inputs returns the inputs recorded as input/<kind> events.
+// wantReentrant checks that the closed channel errs holds n errors, each
+// ErrReentrant with code agent.reentrant: what n calls a session's own
+// tool or hook made on it were answered.
+func wantReentrant(t *testing.T, errs <-chan error, n int) {
+	t.Helper()
+	got := 0
+	for err := range errs {
+		got++
+		if !errors.Is(err, ErrReentrant) || vocab.CodeOf(err) != vocab.CodeReentrant {
+			t.Errorf("re-entrant call: %v, want %s", err, vocab.CodeReentrant)
+		}
+	}
+	if got != n {
+		t.Errorf("%d re-entrant calls answered, want %d", got, n)
+	}
+}
+
 func inputs(evs []vocab.Event, kind vocab.InputKind) []vocab.Input {
 	var out []vocab.Input
 	for _, ev := range evs {

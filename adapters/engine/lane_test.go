@@ -308,16 +308,7 @@ func TestReentrantCallsFromToolAndHook(t *testing.T) {
 		t.Fatalf("ended %s", res)
 	}
 	close(errs)
-	n := 0
-	for err := range errs {
-		n++
-		if !errors.Is(err, ErrReentrant) || vocab.CodeOf(err) != vocab.CodeReentrant {
-			t.Errorf("re-entrant call: %v, want %s", err, vocab.CodeReentrant)
-		}
-	}
-	if n != 4 {
-		t.Errorf("%d re-entrant calls answered, want 4", n)
-	}
+	wantReentrant(t, errs, 4)
 	// The session is still open.
 	if _, _, err := h.e.State(testCtx(t)); err != nil {
 		t.Errorf("State: %v", err)

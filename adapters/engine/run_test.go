@@ -293,16 +293,7 @@ func TestRunReentrant(t *testing.T) {
 		t.Fatalf("Run: %s %v", res, err)
 	}
 	close(errs)
-	n := 0
-	for err := range errs {
-		n++
-		if !errors.Is(err, ErrReentrant) || vocab.CodeOf(err) != vocab.CodeReentrant {
-			t.Errorf("re-entrant Run: %v, want %s", err, vocab.CodeReentrant)
-		}
-	}
-	if n != 2 {
-		t.Errorf("%d re-entrant Runs answered, want 2", n)
-	}
+	wantReentrant(t, errs, 2)
 	if got := len(inputs(h.log.Events(), vocab.InSubmit)); got != 1 {
 		t.Errorf("%d prompts submitted, want 1", got)
 	}

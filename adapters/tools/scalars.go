@@ -219,35 +219,19 @@ func scalarValue(data []byte, i int, k reflect.Kind, f reflect.Value) (int, bool
 // its range (as encoding/json parses it).
 func number(data []byte, i int, k reflect.Kind, f reflect.Value) (int, bool) {
 	start := i
-	neg := data[i] == '-'
-	if neg {
-		i++
-	}
-	// JSON's grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-	intStart := i
-	i = skipDigits(data, i)
-	digits := data[intStart:i]
-	if len(digits) == 0 || len(digits) > 1 && digits[0] == '0' {
+	i, ok := numberEnd(data, i)
+	if !ok {
 		return 0, false
 	}
-	whole := true
-	if i < len(data) && data[i] == '.' {
-		whole = false
-		if i = skipDigits(data, i+1); data[i-1] == '.' {
-			return 0, false // no digit after the point
-		}
+	neg := data[start] == '-'
+	digits := data[start:i]
+	if neg {
+		digits = digits[1:]
 	}
-	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
-		whole = false
-		i++
-		if i < len(data) && (data[i] == '+' || data[i] == '-') {
-			i++
-		}
-		n := i
-		if i = skipDigits(data, i); i == n {
-			return 0, false
-		}
-	}
+	// The integer part, and whether it is all of the number.
+	intEnd := skipDigits(digits, 0)
+	whole := intEnd == len(digits)
+	digits = digits[:intEnd]
 	switch {
 	case k == reflect.Float32 || k == reflect.Float64:
 		bits := 64

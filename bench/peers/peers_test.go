@@ -105,12 +105,13 @@ func (p *lcProvider) Stream(_ context.Context, req vocab.Request) iter.Seq2[voca
 		}
 	}
 	parts := lcFinal
-	if r := int(p.run.Load()); n < p.k && r < idRuns {
-		parts = p.calls[r][n]
-	} else if n < p.k {
-		parts = lcCall(r, n)
-	} else {
+	switch r := int(p.run.Load()); {
+	case n >= p.k:
 		p.run.Add(1)
+	case r < idRuns:
+		parts = p.calls[r][n]
+	default:
+		parts = lcCall(r, n)
 	}
 	return func(yield func(vocab.StreamPart, error) bool) {
 		for _, part := range parts {
@@ -249,13 +250,15 @@ func (m *einoModel) reply(input []*schema.Message) *schema.Message {
 			n++
 		}
 	}
-	if r := int(m.run.Load()); n < m.k && r < idRuns {
+	switch r := int(m.run.Load()); {
+	case n >= m.k:
+		m.run.Add(1)
+		return einoFinal
+	case r < idRuns:
 		return m.calls[r][n]
-	} else if n < m.k {
+	default:
 		return einoCall(r, n)
 	}
-	m.run.Add(1)
-	return einoFinal
 }
 
 func (m *einoModel) Generate(_ context.Context, input []*schema.Message, _ ...model.Option) (*schema.Message, error) {
@@ -335,13 +338,7 @@ func TestScenario(t *testing.T) {
 		}
 		// The fake's ids are unique in the session, so the session keeps
 		// them as they came (a repeated id would have been replaced).
-		var ids []string
-		for _, m := range h.All() {
-			for _, c := range m.ToolCalls() {
-				ids = append(ids, c.ID)
-			}
-		}
-		if want := wantIDs(len(paths), k); !slices.Equal(ids, want) {
+		if ids, want := callIDs(h), wantIDs(len(paths), k); !slices.Equal(ids, want) {
 			t.Errorf("loopchart k=%d: call ids %v, want %v", k, ids, want)
 		}
 		svc.Close(ctx)
@@ -391,14 +388,8 @@ func TestIDsPastTheTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []string
-	for _, m := range h.All() {
-		for _, c := range m.ToolCalls() {
-			ids = append(ids, c.ID)
-		}
-	}
-	if want := wantIDs(runs, k); !slices.Equal(ids, want) {
-		t.Errorf("call ids past run %d differ from the fake's (first 3 after it: %v)", idRuns, ids[idRuns*k:idRuns*k+3])
+	if ids, want := callIDs(h), wantIDs(runs, k); !slices.Equal(ids, want) {
+		t.Errorf("call ids past run %d differ from the fake's: got %v, want %v", idRuns, ids[min(idRuns*k, len(ids)):], want[idRuns*k:])
 	}
 	// The eino fake, driven as its agent drives it: the input holds the
 	// run's tool results so far.
@@ -444,6 +435,17 @@ func (m *countingModel) record(out *schema.Message) {
 	for _, c := range out.ToolCalls {
 		m.ids = append(m.ids, c.ID)
 	}
+}
+
+// callIDs are the ids of the tool calls in h, in order.
+func callIDs(h vocab.History) []string {
+	var ids []string
+	for _, m := range h.All() {
+		for _, c := range m.ToolCalls() {
+			ids = append(ids, c.ID)
+		}
+	}
+	return ids
 }
 
 // wantIDs are the fakes' call ids over runs runs of k rounds.
@@ -536,14 +538,7 @@ func BenchmarkConcurrentLoopchartFresh(b *testing.B) {
 	const k = 10
 	ctx := context.Background()
 	open := func() []*agentsvc.Service {
-		svcs := make([]*agentsvc.Service, sessions)
-		for i := range svcs {
-			var err error
-			if svcs[i], err = agentsvc.New(lcOptions(k)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		return svcs
+		return openAll(b, sessions, func(int) (*agentsvc.Service, error) { return agentsvc.New(lcOptions(k)) })
 	}
 	svcs := open()
 	b.ReportAllocs()
@@ -588,10 +583,8 @@ func runAll(b *testing.B, svcs []*agentsvc.Service, k int, run prompt) {
 	}
 }
 
-// concurrent runs n sessions (made by open) at once per op, each one
-// prompt of k rounds run by run, and reports steps/s.
-func concurrent(b *testing.B, n, k int, run prompt, open func(i int) (*agentsvc.Service, error)) {
-	ctx := context.Background()
+// openAll opens n sessions with open.
+func openAll(b *testing.B, n int, open func(i int) (*agentsvc.Service, error)) []*agentsvc.Service {
 	svcs := make([]*agentsvc.Service, n)
 	for i := range svcs {
 		var err error
@@ -599,6 +592,14 @@ func concurrent(b *testing.B, n, k int, run prompt, open func(i int) (*agentsvc.
 			b.Fatal(err)
 		}
 	}
+	return svcs
+}
+
+// concurrent runs n sessions (made by open) at once per op, each one
+// prompt of k rounds run by run, and reports steps/s.
+func concurrent(b *testing.B, n, k int, run prompt, open func(i int) (*agentsvc.Service, error)) {
+	ctx := context.Background()
+	svcs := openAll(b, n, open)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
