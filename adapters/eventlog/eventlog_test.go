@@ -9,9 +9,11 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/loopchart/loopchart/vocab"
 	"go.uber.org/goleak"
@@ -885,6 +887,60 @@ func TestMemoryRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, in[1:]) {
 		t.Fatalf("Since(8):\n got %+v\nwant %+v", got, in[1:])
+	}
+}
+
+// TestMemorySessionText: an event whose session id equals the log's but
+// is stored elsewhere (a core that decoded its configuration holds a copy
+// of its id) is of the log's session: no exception is recorded for it, and
+// the log keeps that copy, so later ids compare by pointer. An id that
+// differs is an exception, and reads back as itself.
+func TestMemorySessionText(t *testing.T) {
+	m := NewMemory()
+	first := vocab.ID("01J9Z3NDEKTSV4RRFFQ69G5FAV")
+	copied := vocab.ID(strings.Clone(string(first)))
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	in := []vocab.Event{
+		{Session: first, Seq: 1, At: at, Kind: vocab.EventTurnStart},
+		{Session: copied, Seq: 2, At: at, Kind: vocab.EventTurnEnd},
+		{Session: "other", Seq: 3, At: at, Kind: vocab.EventTurnEnd},
+		{Session: copied, Seq: 4, At: at, Kind: vocab.EventTurnEnd},
+	}
+	if err := m.Append(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Events(); !reflect.DeepEqual(got, in) {
+		t.Fatalf("Events:\n got %+v\nwant %+v", got, in)
+	}
+	if len(m.others) != 1 || m.others[2] != "other" {
+		t.Errorf("exceptions %v, want only index 2 (other)", m.others)
+	}
+	if unsafe.StringData(string(m.session)) != unsafe.StringData(string(copied)) {
+		t.Error("the log did not adopt the equal id's text")
+	}
+}
+
+// TestMemoryStampPages: events alternating between two stamps, across
+// more pages of stamps than one, read back with their own time, turn and
+// step (the log compares each event with the last stamp it added).
+func TestMemoryStampPages(t *testing.T) {
+	m := NewMemory()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var in []vocab.Event
+	for i := range 3*stampPage + 5 {
+		ev := vocab.Event{Session: "s", Seq: uint64(i + 1), At: at.Add(time.Duration(i/3) * time.Millisecond), Kind: vocab.EventStepStart, Turn: 1, Step: i / 2}
+		in = append(in, ev)
+	}
+	for i := 0; i < len(in); i += 7 {
+		if err := m.Append(t.Context(), in[i:min(i+7, len(in))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := m.Events(); !reflect.DeepEqual(got, in) {
+		t.Fatal("events read back differ from those appended")
+	}
+	if m.nstamps <= stampPage {
+		t.Fatalf("%d stamps: the test wants more than a page", m.nstamps)
 	}
 }
 

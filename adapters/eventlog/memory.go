@@ -50,6 +50,7 @@ type Memory struct {
 	// kind's index).
 	stamps    [][]stamp // in pages of stampPage (the first grows to it), never copied once full
 	nstamps   int
+	last      stamp // stamps' last entry (when nstamps > 0), compared without finding its page
 	kinds     []vocab.EventKind
 	kindCache *[64]kindSlot // made on the first append
 
@@ -111,11 +112,8 @@ func (m *Memory) event(idx int, r *record) vocab.Event {
 // events at one time).
 func (m *Memory) stampIndex(ev *vocab.Event) uint32 {
 	turn, step := int32(ev.Turn), int32(ev.Step) // (wide holds them when they do not fit)
-	if m.nstamps > 0 {
-		last := &m.stamps[len(m.stamps)-1]
-		if l := &(*last)[len(*last)-1]; l.turn == turn && l.step == step && l.at == ev.At {
-			return uint32(m.nstamps - 1)
-		}
+	if m.nstamps > 0 && m.last.turn == turn && m.last.step == step && m.last.at == ev.At {
+		return uint32(m.nstamps - 1)
 	}
 	if m.nstamps == math.MaxUint32 {
 		panic("eventlog: memory log of more than 2^32 distinct stamps")
@@ -130,9 +128,26 @@ func (m *Memory) stampIndex(ev *vocab.Event) uint32 {
 		m.stamps = append(m.stamps, make([]stamp, 0, n))
 	}
 	page := &m.stamps[len(m.stamps)-1]
-	*page = append(*page, stamp{at: ev.At, turn: turn, step: step})
+	m.last = stamp{at: ev.At, turn: turn, step: step}
+	*page = append(*page, m.last)
 	m.nstamps++
 	return uint32(m.nstamps - 1)
+}
+
+// ofSession reports whether id is the session of the log's first event.
+// An equal id whose text is stored elsewhere (a session core decodes its
+// configuration, and with it a copy of its id, after its first event)
+// becomes the one the log keeps, so the next events' ids compare by
+// pointer instead of byte by byte.
+func (m *Memory) ofSession(id vocab.ID) bool {
+	if len(id) == len(m.session) && unsafe.StringData(string(id)) == unsafe.StringData(string(m.session)) {
+		return true
+	}
+	if id != m.session {
+		return false
+	}
+	m.session = id
+	return true
 }
 
 // stampPage is the number of stamps in a page of Memory.stamps.
@@ -261,7 +276,7 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 		for i := range batch[:k] {
 			ev := &batch[i]
 			*c = append(*c, record{payload: ev.Payload, stamp: m.stampIndex(ev), kind: m.kindIndex(ev.Kind)})
-			if ev.Session != m.session {
+			if !m.ofSession(ev.Session) {
 				if m.others == nil {
 					m.others = map[int]vocab.ID{}
 				}
