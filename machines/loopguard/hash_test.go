@@ -3,6 +3,8 @@ package loopguard_test
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
+	"regexp"
 	"testing"
 
 	"github.com/loopchart/loopchart/machines/loopguard"
@@ -113,6 +115,40 @@ func TestNormalize(t *testing.T) {
 	} {
 		if got := loopguard.Normalize(tc.in); got != tc.want {
 			t.Errorf("Normalize(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestNormalizeMatchesRegexps: Normalize gives what the regular
+// expressions of its doc comment give, applied in order with
+// ReplaceAllString, on seeded random text made of the pieces they look
+// for (digits, separators, units, keywords).
+func TestNormalizeMatchesRegexps(t *testing.T) {
+	patterns := []*regexp.Regexp{
+		regexp.MustCompile(`\d{4}-\d{2}-\d{2}[tT ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([zZ]|[+-]\d{2}:\d{2})?`),
+		regexp.MustCompile(`\d{1,2}:\d{2}:\d{2}(\.\d{1,6})?`),
+		regexp.MustCompile(`(?i)\b(attempt|retry)\b[\s#:=]*\d+`),
+		regexp.MustCompile(`(?i)\b\d+(\.\d+)?\s?(ns|us|ms|seconds?|minutes?|hours?|s)\b`),
+		regexp.MustCompile(`(?i)\b(pid|ppid)\b[\s#:=]*\d+`),
+	}
+	reference := func(s string) string {
+		for _, re := range patterns {
+			s = re.ReplaceAllString(s, "#")
+		}
+		return s
+	}
+	pieces := []string{"0", "1", "12", "2024", "05", "-", ":", ".", " ", "T", "t", "Z", "+", "#", "=", "_",
+		"ms", "MS", "s", "ns", "us", "sec", "second", "seconds", "minute", "hours", "x", "a",
+		"attempt", "Retry", "pid", "PPID", "rapid", "ok", "done"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 50000 {
+		var b []byte
+		for range rng.IntN(12) {
+			b = append(b, pieces[rng.IntN(len(pieces))]...)
+		}
+		s := string(b)
+		if got, want := loopguard.Normalize(s), reference(s); got != want {
+			t.Fatalf("Normalize(%q) = %q, the regular expressions give %q", s, got, want)
 		}
 	}
 }

@@ -88,6 +88,9 @@ func OutcomeOf(res vocab.ToolResult, volatile []string) Outcome {
 //	\b\d+(\.\d+)?\s?(ns|us|ms|seconds?|minutes?|hours?|s)\b     (any case)
 //	\b(pid|ppid)\b[\s#:=]*\d+                                   (any case)
 func Normalize(s string) string {
+	if !hasDigit(s) {
+		return s // every pattern needs a digit
+	}
 	for _, m := range spanMatchers {
 		s = replaceSpans(s, m)
 	}
@@ -124,6 +127,16 @@ func replaceSpans(s string, m func(string, int) int) string {
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// hasDigit reports whether s holds a digit.
+func hasDigit(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if isDigit(s[i]) {
+			return true
+		}
+	}
+	return false
+}
 
 // isWord reports whether c is a \w byte (ASCII letters, digits, _).
 func isWord(c byte) bool {
