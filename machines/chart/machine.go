@@ -291,38 +291,61 @@ func (m *Machine[C]) configure() {
 			m.enter(s, src, s, true)
 		}
 	})
-	for id := 1; id < len(m.states); id++ {
-		sc := m.sm.Configure(m.skeys[id])
-		st := m.states[id]
-		if st.parent != 0 {
-			sc.SubstateOf(m.skeys[st.parent])
-		}
-		if st.initial != 0 {
-			sc.InitialTransition(m.skeys[st.initial])
-		}
-	}
+	// stateless sees the leaves only, flat: chart has already done what a
+	// hierarchy would make stateless do again on every fire (resolve walks
+	// up from the leaf to the transition's source, enter follows the
+	// initial substates down, exit and enter run the superstates'
+	// actions). A transition declared on a superstate is declared on each
+	// leaf under it, to the leaf its target's initial substates lead to.
+	// stateless still carries out every transition: it finds the
+	// trigger's handler on the current leaf, stores the new leaf and calls
+	// OnTransitioning and OnTransitioned, which run the exit, transition
+	// and entry actions in its order.
+	//
 	// resolve has already chosen the transition when stateless runs, so
 	// stateless only carries it out. Each definition transition gets a
-	// stateless trigger of its own (tkeys[i]), declared on its source
-	// state only: stateless finds it by walking up from the current leaf,
-	// and never has to choose between transitions — no guards, so no guard
-	// allocations and no "multiple permitted transitions" panic.
+	// stateless trigger of its own (tkeys[i]): stateless never has to
+	// choose between transitions — no guards, so no guard allocations and
+	// no "multiple permitted transitions" panic.
+	for id := 1; id < len(m.states); id++ {
+		m.sm.Configure(m.skeys[id])
+	}
 	for i, t := range m.def.Transitions {
-		sc := m.sm.Configure(m.skeys[m.stateIdx[t.From]])
 		key := m.tkeys[i]
-		switch {
-		case t.To == "":
-			// An internal transition leaves the state as it is: stateless
-			// takes the trigger and stays (Ignore), and Fire runs the
-			// action itself — an InternalTransition action would cost two
-			// allocations inside stateless, like entry and exit actions.
-			sc.Ignore(key)
-		case t.To == t.From:
-			sc.PermitReentry(key)
-		default:
-			sc.Permit(key, m.skeys[m.stateIdx[t.To]])
+		from := m.stateIdx[t.From]
+		to := 0
+		if t.To != "" {
+			to = m.leafOf(m.stateIdx[t.To])
+		}
+		for leaf := 1; leaf < len(m.states); leaf++ {
+			if m.states[leaf].initial != 0 || !m.within(leaf, from) {
+				continue
+			}
+			sc := m.sm.Configure(m.skeys[leaf])
+			switch {
+			case to == 0:
+				// An internal transition leaves the state as it is:
+				// stateless takes the trigger and stays (Ignore), and Fire
+				// runs the action itself — an InternalTransition action
+				// would cost two allocations inside stateless, like entry
+				// and exit actions.
+				sc.Ignore(key)
+			case to == leaf:
+				sc.PermitReentry(key)
+			default:
+				sc.Permit(key, m.skeys[to])
+			}
 		}
 	}
+}
+
+// leafOf returns the leaf that entering state s ends in: s, or the leaf
+// its initial substates lead to.
+func (m *Machine[C]) leafOf(s int) int {
+	for m.states[s].initial != 0 {
+		s = m.states[s].initial
+	}
+	return s
 }
 
 // within reports whether state s is a or a descendant of a (stateless'

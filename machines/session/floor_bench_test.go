@@ -23,13 +23,18 @@ import (
 // chart has a guard. Each transition has a trigger of its own, so
 // stateless never has to choose between two.
 //
-// A lean bareMachine is the cheapest way to drive the same shapes on
-// stateless, the way chart itself drives it: states are pointers (cheap
-// to hash and compare, where names are strings), and entry and exit
-// callbacks run from the machine's one OnTransitioning and one
-// OnTransitioned callback (stateless wraps the context of every OnEntry
-// and OnExit call in a context.WithValue carrying the transition, two
-// allocations per action, which the per-machine callbacks do not pay).
+// A lean bareMachine is the cheapest way to drive the same transitions on
+// stateless, the way chart itself drives it: states and triggers are
+// pointers (cheap to hash and compare, where names are strings and
+// indexes go through the generic hash); entry and exit callbacks run from
+// the machine's one OnTransitioning and one OnTransitioned callback
+// (stateless wraps the context of every OnEntry and OnExit call in a
+// context.WithValue carrying the transition, two allocations per action,
+// which the per-machine callbacks do not pay); stateless sees the leaves
+// only, each transition declared on every leaf under its source, to the
+// leaf its target's initial substates lead to (no superstate walks, no
+// initial transitions); an internal transition is an Ignore whose action
+// the caller runs.
 type bareMachine struct {
 	sm    *stateless.StateMachine
 	state stateless.State
@@ -37,6 +42,28 @@ type bareMachine struct {
 	initial stateless.State
 	// names are the states' names, by key (lean machines).
 	names map[stateless.State]string
+	// trigs are the stateless triggers of the definition's transitions,
+	// internal says which are internal.
+	trigs    []stateless.Trigger
+	internal []bool
+	// actions counts the actions run (entry, exit, transition).
+	actions int
+}
+
+// bareTrigger is a lean machine's trigger key.
+type bareTrigger struct{ idx int }
+
+// fire fires definition transition idx on m. A lean machine runs an
+// internal transition's action itself, as chart does (stateless ignores
+// the trigger).
+func (m *bareMachine) fire(ctx context.Context, idx int) error {
+	if err := m.sm.FireCtx(ctx, m.trigs[idx]); err != nil {
+		return err
+	}
+	if m.names != nil && m.internal[idx] {
+		m.actions++
+	}
+	return nil
 }
 
 // bareState is a lean machine's state key: its name and whether the
@@ -60,10 +87,17 @@ func newBareMachine[C any](def *chart.Def[C], lean bool) *bareMachine {
 		func(context.Context) (stateless.State, error) { return m.state, nil },
 		func(_ context.Context, s stateless.State) error { m.state = s; return nil },
 		stateless.FiringImmediate)
-	n := 0
-	guard := func(context.Context, ...any) bool { return n >= 0 }
-	action := func(context.Context, ...any) error { n++; return nil }
+	guard := func(context.Context, ...any) bool { return m.actions >= 0 }
+	action := func(context.Context, ...any) error { m.actions++; return nil }
 	key := func(s chart.State) stateless.State { return string(s) }
+	for i, t := range def.Transitions {
+		m.internal = append(m.internal, t.To == "")
+		if lean {
+			m.trigs = append(m.trigs, &bareTrigger{idx: i})
+		} else {
+			m.trigs = append(m.trigs, i)
+		}
+	}
 	if lean {
 		keys := map[chart.State]stateless.State{}
 		m.names = map[stateless.State]string{}
@@ -74,15 +108,28 @@ func newBareMachine[C any](def *chart.Def[C], lean bool) *bareMachine {
 		key = func(s chart.State) stateless.State { return keys[s] }
 		m.sm.OnTransitioning(func(_ context.Context, t stateless.Transition) {
 			if t.Source.(*bareState).exit {
-				n++
+				m.actions++
 			}
 		})
 		m.sm.OnTransitioned(func(_ context.Context, t stateless.Transition) {
 			if t.Destination.(*bareState).entry {
-				n++
+				m.actions++
 			}
 		})
+		flat(m, def, key, guard)
+	} else {
+		nested(m, def, key, guard, action)
 	}
+	// The leaf an instance starts in: the initial state, then its initial
+	// substates.
+	m.initial = key(leafOf(def, def.Initial))
+	return m
+}
+
+// nested configures m as a user of stateless would: states with their
+// superstates and initial substates, entry and exit actions, each
+// transition on its source state.
+func nested[C any](m *bareMachine, def *chart.Def[C], key func(chart.State) stateless.State, guard stateless.GuardFunc, action stateless.ActionFunc) {
 	for _, st := range def.States {
 		sc := m.sm.Configure(key(st.Name))
 		if st.Parent != "" {
@@ -91,10 +138,10 @@ func newBareMachine[C any](def *chart.Def[C], lean bool) *bareMachine {
 		if st.Initial != "" {
 			sc.InitialTransition(key(st.Initial))
 		}
-		if st.Entry != nil && !lean {
+		if st.Entry != nil {
 			sc.OnEntry(action)
 		}
-		if st.Exit != nil && !lean {
+		if st.Exit != nil {
 			sc.OnExit(action)
 		}
 	}
@@ -106,30 +153,68 @@ func newBareMachine[C any](def *chart.Def[C], lean bool) *bareMachine {
 		}
 		switch {
 		case t.To == "":
-			sc.InternalTransition(i, action, guards...)
+			sc.InternalTransition(m.trigs[i], action, guards...)
 		case t.To == t.From:
-			sc.PermitReentry(i, guards...)
+			sc.PermitReentry(m.trigs[i], guards...)
 		default:
-			sc.Permit(i, key(t.To), guards...)
+			sc.Permit(m.trigs[i], key(t.To), guards...)
 		}
 	}
-	// The leaf an instance starts in: the initial state, then its initial
-	// substates.
-	leaf := def.Initial
+}
+
+// flat configures m as chart does: the leaves only, each transition on
+// every leaf under its source, to the leaf its target leads to.
+func flat[C any](m *bareMachine, def *chart.Def[C], key func(chart.State) stateless.State, guard stateless.GuardFunc) {
+	parent := map[chart.State]chart.State{}
+	for _, st := range def.States {
+		parent[st.Name] = st.Parent
+		m.sm.Configure(key(st.Name))
+	}
+	under := func(s, a chart.State) bool {
+		for ; s != ""; s = parent[s] {
+			if s == a {
+				return true
+			}
+		}
+		return false
+	}
+	for i, t := range def.Transitions {
+		var guards []stateless.GuardFunc
+		if t.Guard != nil {
+			guards = append(guards, guard)
+		}
+		for _, st := range def.States {
+			if st.Initial != "" || !under(st.Name, t.From) {
+				continue
+			}
+			sc := m.sm.Configure(key(st.Name))
+			switch to := leafOf(def, t.To); {
+			case t.To == "":
+				sc.Ignore(m.trigs[i], guards...)
+			case to == st.Name:
+				sc.PermitReentry(m.trigs[i], guards...)
+			default:
+				sc.Permit(m.trigs[i], key(to), guards...)
+			}
+		}
+	}
+}
+
+// leafOf returns the leaf entering state s ends in: s, or the leaf its
+// initial substates lead to.
+func leafOf[C any](def *chart.Def[C], s chart.State) chart.State {
 	for {
 		next := chart.State("")
 		for _, st := range def.States {
-			if st.Name == leaf {
+			if st.Name == s {
 				next = st.Initial
 			}
 		}
 		if next == "" {
-			break
+			return s
 		}
-		leaf = next
+		s = next
 	}
-	m.initial = key(leaf)
-	return m
 }
 
 // bareIndex finds the definition transition a logged transition took, as
@@ -188,7 +273,7 @@ func benchSameShape(b *testing.B, lean bool) {
 			if f.start {
 				f.m.state = f.m.initial
 			}
-			if err := f.m.sm.FireCtx(ctx, f.idx); err != nil {
+			if err := f.m.fire(ctx, f.idx); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -247,7 +332,7 @@ func recordTurn(tb testing.TB, lean bool) []bareFire {
 		if f.start {
 			f.m.state = f.m.initial
 		}
-		if err := f.m.sm.FireCtx(ctx, f.idx); err != nil {
+		if err := f.m.fire(ctx, f.idx); err != nil {
 			tb.Fatalf("bare fire %d (%+v): %v", i, logged[i], err)
 		}
 		if got := f.m.name(f.m.state); got != logged[i].To {
@@ -269,7 +354,7 @@ func TestSameShapeFloor(t *testing.T) {
 				if f.start {
 					f.m.state = f.m.initial
 				}
-				if err := f.m.sm.FireCtx(ctx, f.idx); err != nil {
+				if err := f.m.fire(ctx, f.idx); err != nil {
 					t.Fatalf("lean=%v: fire %d: %v", lean, i, err)
 				}
 			}
