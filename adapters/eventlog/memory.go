@@ -107,14 +107,8 @@ func (m *Memory) event(idx int, r *record) vocab.Event {
 	return ev
 }
 
-// stampIndex returns the index of ev's stamp in stamps, adding it when
-// it is not the last one there (events come in time order, a step's
-// events at one time).
-func (m *Memory) stampIndex(ev *vocab.Event) uint32 {
-	turn, step := int32(ev.Turn), int32(ev.Step) // (wide holds them when they do not fit)
-	if m.nstamps > 0 && m.last.turn == turn && m.last.step == step && m.last.at == ev.At {
-		return uint32(m.nstamps - 1)
-	}
+// addStamp adds ev's stamp to stamps and returns its index.
+func (m *Memory) addStamp(ev *vocab.Event) uint32 {
 	if m.nstamps == math.MaxUint32 {
 		panic("eventlog: memory log of more than 2^32 distinct stamps")
 	}
@@ -128,7 +122,7 @@ func (m *Memory) stampIndex(ev *vocab.Event) uint32 {
 		m.stamps = append(m.stamps, make([]stamp, 0, n))
 	}
 	page := &m.stamps[len(m.stamps)-1]
-	m.last = stamp{at: ev.At, turn: turn, step: step}
+	m.last = stamp{at: ev.At, turn: int32(ev.Turn), step: int32(ev.Step)}
 	*page = append(*page, m.last)
 	m.nstamps++
 	return uint32(m.nstamps - 1)
@@ -140,9 +134,11 @@ func (m *Memory) stampIndex(ev *vocab.Event) uint32 {
 // becomes the one the log keeps, so the next events' ids compare by
 // pointer instead of byte by byte.
 func (m *Memory) ofSession(id vocab.ID) bool {
-	if len(id) == len(m.session) && unsafe.StringData(string(id)) == unsafe.StringData(string(m.session)) {
-		return true
-	}
+	return len(id) == len(m.session) && unsafe.StringData(string(id)) == unsafe.StringData(string(m.session)) || m.adoptSession(id)
+}
+
+// adoptSession is ofSession for an id whose text is not the log's.
+func (m *Memory) adoptSession(id vocab.ID) bool {
 	if id != m.session {
 		return false
 	}
@@ -153,21 +149,11 @@ func (m *Memory) ofSession(id vocab.ID) bool {
 // stampPage is the number of stamps in a page of Memory.stamps.
 const stampPage = 256
 
-// kindIndex returns the index of k in kinds, adding it when it is new.
-// A kind is nearly always one of vocab's constants: the cache finds it by
-// where its text is (equal pointer and length: equal text) without hashing
-// it.
-func (m *Memory) kindIndex(k vocab.EventKind) uint16 {
-	if m.kindCache == nil {
-		m.kindCache = new([64]kindSlot)
-	}
-	p := uintptr(unsafe.Pointer(unsafe.StringData(string(k))))
-	slot := &m.kindCache[uint64(p)*0x9E3779B97F4A7C15>>58] // 6 bits: 64 slots
-	if slot.p == p && int(slot.n) == len(k) && p != 0 {
-		return slot.idx
-	}
-	// A miss looks the few kinds up one by one (a map would cost each
-	// log a kilobyte or two).
+// kindMiss returns the index of kind k in kinds, for a k the kind cache
+// does not hold (at slot, where p, the address of k's text, leads): it
+// looks the few kinds up one by one (a map would cost each log a kilobyte
+// or two), adding k when it is new, and caches the answer.
+func (m *Memory) kindMiss(k vocab.EventKind, p uintptr, slot *kindSlot) uint16 {
 	idx := slices.Index(m.kinds, k)
 	if idx < 0 {
 		if len(m.kinds) > math.MaxUint16 {
@@ -267,6 +253,9 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 	if m.n == 0 {
 		m.first, m.session = batch[0].Seq, batch[0].Session
 	}
+	if m.kindCache == nil {
+		m.kindCache = new([64]kindSlot)
+	}
 	for len(batch) > 0 {
 		if n := len(m.chunks); n == 0 || len(m.chunks[n-1]) == chunkCap(n-1) {
 			m.chunks = append(m.chunks, make([]record, 0, chunkCap(n)))
@@ -275,7 +264,23 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 		k := min(cap(*c)-len(*c), len(batch))
 		for i := range batch[:k] {
 			ev := &batch[i]
-			*c = append(*c, record{payload: ev.Payload, stamp: m.stampIndex(ev), kind: m.kindIndex(ev.Kind)})
+			// The stamp: the last one added, when the event shares it
+			// (events come in time order, a step's events at one time);
+			// wide holds turn and step when they do not fit.
+			st := uint32(m.nstamps - 1)
+			if m.nstamps == 0 || m.last.turn != int32(ev.Turn) || m.last.step != int32(ev.Step) || m.last.at != ev.At {
+				st = m.addStamp(ev)
+			}
+			// The kind: nearly always one of vocab's constants, which the
+			// cache finds by where its text is (equal pointer and length:
+			// equal text) without hashing it.
+			p := uintptr(unsafe.Pointer(unsafe.StringData(string(ev.Kind))))
+			slot := &m.kindCache[uint64(p)*0x9E3779B97F4A7C15>>58] // 6 bits: 64 slots
+			kind := slot.idx
+			if slot.p != p || int(slot.n) != len(ev.Kind) || p == 0 {
+				kind = m.kindMiss(ev.Kind, p, slot)
+			}
+			*c = append(*c, record{payload: ev.Payload, stamp: st, kind: kind})
 			if !m.ofSession(ev.Session) {
 				if m.others == nil {
 					m.others = map[int]vocab.ID{}
