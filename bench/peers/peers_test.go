@@ -29,11 +29,20 @@ var ks = []int{1, 10, 50}
 // maxK bounds the precomputed replies.
 const maxK = 50
 
-// refresh is how many runs a loopchart service serves before it is replaced
-// (outside the timer). A service keeps its history and event log across
-// runs, so a small value measures a near-empty session and a large one a
-// long session; eino keeps nothing between runs.
-var refresh = flag.Int("refresh", 50, "loopchart: replace the service every N runs (outside the timer)")
+// refresh is how many runs a loopchart service, or an eino agent, serves
+// before it is replaced (outside the timer). A service keeps its history
+// and event log across runs, so a small value measures a near-empty
+// session and a large one a long session; eino keeps nothing between
+// runs. It must stay under idRuns, so that both fakes answer from their
+// shared tables.
+var refresh = flag.Int("refresh", 50, "loopchart and eino: replace the service (agent) every N runs (outside the timer); at most 64")
+
+// checkRefresh fails b when -refresh is not 1..idRuns.
+func checkRefresh(b *testing.B) {
+	if *refresh < 1 || *refresh > idRuns {
+		b.Fatalf("-refresh %d: want 1 to %d (runs past %d would make the fakes' replies inside the timer)", *refresh, idRuns, idRuns)
+	}
+}
 
 // perStep reports ns/step = ns/op / (k+1), steps being model calls.
 func perStep(b *testing.B, k int) {
@@ -158,6 +167,7 @@ func benchLoopchart(b *testing.B, run prompt) {
 	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, noopArgs) (string, error) { return "ok", nil })
 	for _, k := range ks {
 		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
+			checkRefresh(b)
 			ctx := context.Background()
 			var svc *agentsvc.Service
 			fresh := func() {
@@ -283,23 +293,37 @@ func (einoNoop) InvokableRun(context.Context, string, ...tool.Option) (string, e
 }
 
 // BenchmarkEino measures one full eino ReAct agent run per op
-// (react.Agent.Generate): k tool rounds then a final answer. The agent is
-// built once per sub-benchmark; it keeps no state between runs.
+// (react.Agent.Generate): k tool rounds then a final answer. The agent
+// keeps no state between runs; it is replaced with its fake model every
+// -refresh runs (outside the timer), as the loopchart service is, so both
+// fakes answer from their shared tables (idRuns) and neither loop pays
+// for making its fake's replies.
 func BenchmarkEino(b *testing.B) {
 	for _, k := range ks {
 		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
+			checkRefresh(b)
 			ctx := context.Background()
-			ag, err := react.NewAgent(ctx, &react.AgentConfig{
-				ToolCallingModel: newEinoModel(k),
-				ToolsConfig:      compose.ToolsNodeConfig{Tools: []tool.BaseTool{einoNoop{}}, ExecuteSequentially: true},
-				MaxStep:          2*k + 4,
-			})
-			if err != nil {
-				b.Fatal(err)
+			var ag *react.Agent
+			fresh := func() {
+				var err error
+				ag, err = react.NewAgent(ctx, &react.AgentConfig{
+					ToolCallingModel: newEinoModel(k),
+					ToolsConfig:      compose.ToolsNodeConfig{Tools: []tool.BaseTool{einoNoop{}}, ExecuteSequentially: true},
+					MaxStep:          2*k + 4,
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
 			}
+			fresh()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
+				if i > 0 && i%*refresh == 0 {
+					b.StopTimer()
+					fresh()
+					b.StartTimer()
+				}
 				out, err := ag.Generate(ctx, []*schema.Message{schema.UserMessage("go")})
 				if err != nil || out == nil || out.Content != "done" {
 					b.Fatalf("run %d: %v %v, want \"done\"", i, out, err)
