@@ -143,7 +143,6 @@ func eventsOf(evs []vocab.Event, kind vocab.EventKind) []vocab.Event {
 	return out
 }
 
-// inputs returns the inputs recorded as input/<kind> events.
 // wantReentrant checks that the closed channel errs holds n errors, each
 // ErrReentrant with code agent.reentrant: what n calls a session's own
 // tool or hook made on it were answered.
@@ -161,6 +160,7 @@ func wantReentrant(t *testing.T, errs <-chan error, n int) {
 	}
 }
 
+// inputs returns the inputs recorded as input/<kind> events.
 func inputs(evs []vocab.Event, kind vocab.InputKind) []vocab.Input {
 	var out []vocab.Input
 	for _, ev := range evs {

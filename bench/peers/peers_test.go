@@ -44,6 +44,16 @@ func checkRefresh(b *testing.B) {
 	}
 }
 
+// refreshAt calls fresh outside the timer before run i when a -refresh
+// interval has passed.
+func refreshAt(b *testing.B, i int, fresh func()) {
+	if i > 0 && i%*refresh == 0 {
+		b.StopTimer()
+		fresh()
+		b.StartTimer()
+	}
+}
+
 // perStep reports ns/step = ns/op / (k+1), steps being model calls.
 func perStep(b *testing.B, k int) {
 	if b.N == 0 {
@@ -191,11 +201,7 @@ func benchLoopchart(b *testing.B, run prompt) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
-				if i > 0 && i%*refresh == 0 {
-					b.StopTimer()
-					fresh()
-					b.StartTimer()
-				}
+				refreshAt(b, i, fresh)
 				res, err := run(ctx, svc)
 				if err != nil || res.Kind != vocab.PromptCompleted || res.Steps != k+1 {
 					b.Fatalf("run %d: %v %v, want completed{steps=%d}", i, res, err, k+1)
@@ -319,11 +325,7 @@ func BenchmarkEino(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
-				if i > 0 && i%*refresh == 0 {
-					b.StopTimer()
-					fresh()
-					b.StartTimer()
-				}
+				refreshAt(b, i, fresh)
 				out, err := ag.Generate(ctx, []*schema.Message{schema.UserMessage("go")})
 				if err != nil || out == nil || out.Content != "done" {
 					b.Fatalf("run %d: %v %v, want \"done\"", i, out, err)
@@ -560,7 +562,6 @@ func concurrentLoopchart(b *testing.B, n int, run prompt) {
 // sessions' growing logs and histories cost.
 func BenchmarkConcurrentLoopchartFresh(b *testing.B) {
 	const k = 10
-	ctx := context.Background()
 	open := func() []*agentsvc.Service {
 		return openAll(b, sessions, func(int) (*agentsvc.Service, error) { return agentsvc.New(lcOptions(k)) })
 	}
@@ -570,9 +571,7 @@ func BenchmarkConcurrentLoopchartFresh(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		if i > 0 {
 			b.StopTimer()
-			for _, svc := range svcs {
-				svc.Close(ctx)
-			}
+			closeAll(svcs)
 			svcs = open()
 			b.StartTimer()
 		}
@@ -580,8 +579,13 @@ func BenchmarkConcurrentLoopchartFresh(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*sessions*(k+1))/b.Elapsed().Seconds(), "steps/s")
+	closeAll(svcs)
+}
+
+// closeAll closes every session of svcs.
+func closeAll(svcs []*agentsvc.Service) {
 	for _, svc := range svcs {
-		svc.Close(ctx)
+		svc.Close(context.Background())
 	}
 }
 
@@ -622,7 +626,6 @@ func openAll(b *testing.B, n int, open func(i int) (*agentsvc.Service, error)) [
 // concurrent runs n sessions (made by open) at once per op, each one
 // prompt of k rounds run by run, and reports steps/s.
 func concurrent(b *testing.B, n, k int, run prompt, open func(i int) (*agentsvc.Service, error)) {
-	ctx := context.Background()
 	svcs := openAll(b, n, open)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -631,9 +634,7 @@ func concurrent(b *testing.B, n, k int, run prompt, open func(i int) (*agentsvc.
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*n*(k+1))/b.Elapsed().Seconds(), "steps/s")
-	for _, svc := range svcs {
-		svc.Close(ctx)
-	}
+	closeAll(svcs)
 }
 
 // concurrentEino runs n eino ReAct agents at once per op, each one k=10

@@ -183,12 +183,13 @@ func flat[C any](m *bareMachine, def *chart.Def[C], key func(chart.State) statel
 		if t.Guard != nil {
 			guards = append(guards, guard)
 		}
+		to := leafOf(def, t.To)
 		for _, st := range def.States {
 			if st.Initial != "" || !under(st.Name, t.From) {
 				continue
 			}
 			sc := m.sm.Configure(key(st.Name))
-			switch to := leafOf(def, t.To); {
+			switch {
 			case t.To == "":
 				sc.Ignore(m.trigs[i], guards...)
 			case to == st.Name:
