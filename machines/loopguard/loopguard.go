@@ -127,6 +127,7 @@ type State struct {
 	CriticalSeen bool `json:"criticalSeen,omitempty"`
 
 	proj     []Record       // the projected history of Admit
+	win      []Record       // the full history's storage (see push)
 	verdicts []Verdict      // Admission.Verdicts
 	index    map[string]int // Warnings key → position
 	indexed  int            // len(Warnings) when index was last in step
@@ -167,6 +168,9 @@ func (s *State) UnmarshalJSON(b []byte) error {
 func (s *State) NewRun() {
 	clear(s.History)
 	s.History = s.History[:0]
+	if s.win != nil {
+		s.History = s.win[:0] // the window starts over at win's front
+	}
 	s.Warnings = s.Warnings[:0]
 	s.CriticalSeen = false
 	s.index = nil
@@ -308,13 +312,23 @@ func (s *State) Finished(c Call, o Outcome) {
 }
 
 // push appends r to the history, dropping the oldest record past
-// HistorySize without reallocating once the history is full.
+// HistorySize. Once the history is full it is a window sliding along win
+// (twice HistorySize records): dropping the oldest record moves the
+// window's start, and the window is copied back to win's front only when
+// it reaches win's end, once every HistorySize pushes rather than on each.
 func (s *State) push(r Record) {
 	if len(s.History) >= HistorySize {
 		n := len(s.History) - HistorySize + 1
-		copy(s.History, s.History[n:])
-		clear(s.History[len(s.History)-n:])
-		s.History = s.History[:len(s.History)-n]
+		clear(s.History[:n]) // drop string references
+		s.History = s.History[n:]
+		if len(s.History) == cap(s.History) {
+			if len(s.win) < 2*HistorySize {
+				s.win = make([]Record, 2*HistorySize)
+			}
+			m := copy(s.win, s.History) // may overlap: copy moves
+			clear(s.win[m:])
+			s.History = s.win[:m]
+		}
 	}
 	if cap(s.History) < HistorySize {
 		h := make([]Record, len(s.History), HistorySize)

@@ -2,6 +2,8 @@ package loopguard_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -326,5 +328,56 @@ func TestUnmarshalIntoLiveState(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"history":[{"t":"x","a":"zz"}]}`), &live); err == nil {
 		t.Error("a bad hash decoded")
+	}
+}
+
+// TestHistoryWindow: the full history slides along its storage; whatever
+// the sequence of launches, outcomes (some late, some never) and new runs,
+// it holds exactly the last HistorySize records, oldest first, as a plain
+// slice model of the same calls does.
+func TestHistoryWindow(t *testing.T) {
+	var st loopguard.State
+	var model []loopguard.Record
+	var open []loopguard.Call // launched, no outcome yet
+	push := func(h []loopguard.Record, r loopguard.Record) []loopguard.Record {
+		h = append(h, r)
+		return h[max(0, len(h)-loopguard.HistorySize):]
+	}
+	seed := uint64(1)
+	next := func(n uint64) uint64 { // xorshift: deterministic, no package state
+		seed ^= seed << 13
+		seed ^= seed >> 7
+		seed ^= seed << 17
+		return seed % n
+	}
+	for i := range 20000 {
+		switch r := next(100); {
+		case r < 1:
+			st.NewRun()
+			model, open = nil, nil
+		case r < 40 && len(open) > 0:
+			k := int(next(uint64(len(open))))
+			c := open[k]
+			open = append(open[:k], open[k+1:]...)
+			st.Finished(c, result(uint64(i)))
+			found := false
+			for j := len(model) - 1; j >= 0 && !found; j-- {
+				if found = model[j].ID == c.ID && !model[j].HasResult; found {
+					model[j].HasResult, model[j].Result = true, loopguard.Hash(i)
+				}
+			}
+			if !found { // its launch was dropped: the outcome is a record of its own
+				model = push(model, loopguard.Record{ID: c.ID, Tool: c.Tool, Args: loopguard.Hash(c.ArgsHash),
+					HasResult: true, Result: loopguard.Hash(i)})
+			}
+		default:
+			c := loopguard.Call{ID: fmt.Sprint("c", i), Tool: "t", ArgsHash: uint64(i)}
+			st.Launched(c)
+			open = append(open, c)
+			model = push(model, loopguard.Record{ID: c.ID, Tool: c.Tool, Args: loopguard.Hash(i)})
+		}
+		if !slices.Equal(st.History, model) {
+			t.Fatalf("op %d: history differs (-got +want):\n%s", i, cmp.Diff(st.History, model, cmpopts.EquateEmpty()))
+		}
 	}
 }
