@@ -876,9 +876,13 @@ func (c *Core) drop(id uint64) {
 // start records new outstanding work and asks the adapter to start it.
 func (c *Core) start(p *pending, w Work) {
 	c.workSeq++
-	q := c.m.newPending(p) // pooled (see recycle): the caller's p does not escape
-	q.id, w.ID, w.Op, w.Kind = c.workSeq, c.workSeq, Start, q.kind
-	q.work = w
+	// Completed in the caller's p, which does not escape, then copied
+	// once into a pooled record (see recycle): a second copy of the Work
+	// into the record would cost a write barrier per pointer field while
+	// the collector marks.
+	p.id, w.ID, w.Op, w.Kind = c.workSeq, c.workSeq, Start, p.kind
+	p.work = w
+	q := c.m.newPending(p)
 	c.work = append(c.work, q)
 	if !c.slotHeld && c.needsSlot(q) {
 		q.waiting = true // handed out by slot.granted (see lane)
