@@ -322,7 +322,7 @@ func (s *State) push(r Record) {
 		clear(s.History[:n]) // drop string references
 		s.History = s.History[n:]
 		if len(s.History) == cap(s.History) {
-			if len(s.win) < 2*HistorySize {
+			if s.win == nil {
 				s.win = make([]Record, 2*HistorySize)
 			}
 			m := copy(s.win, s.History) // may overlap: copy moves
