@@ -84,9 +84,23 @@ func (h *Hash) UnmarshalText(b []byte) error {
 // The tool name is mixed in, so equal hashes mean the same tool with the same
 // arguments (the seed's "tool:sha256(stableStringify(params))").
 func HashArgs(tool string, args json.RawMessage) uint64 {
+	if t := trimJSONSpace(args); len(t) > 0 && asIs(t) {
+		return fnvBytes(toolPrefix(tool), t)
+	}
+	return hashGeneral(tool, args)
+}
+
+// toolPrefix is the FNV-1a state after the tool name and ':'.
+func toolPrefix(tool string) uint64 {
 	h := fnvString(fnvOffset, tool)
 	h ^= ':'
-	h *= fnvPrime
+	return h * fnvPrime
+}
+
+// hashGeneral is HashArgs without asIs's shortcut: every valid input is
+// made canonical first.
+func hashGeneral(tool string, args json.RawMessage) uint64 {
+	h := toolPrefix(tool)
 	trimmed := trimJSONSpace(args)
 	switch {
 	case len(trimmed) == 0:
@@ -105,12 +119,13 @@ func HashArgs(tool string, args json.RawMessage) uint64 {
 // of a session keeps one scratch.
 func HashArgsScratch(tool string, args json.RawMessage, scratch []byte) (uint64, []byte) {
 	trimmed := trimJSONSpace(args)
-	if len(trimmed) == 0 || !json.Valid(trimmed) {
-		return HashArgs(tool, args), scratch
+	if len(trimmed) > 0 && asIs(trimmed) {
+		return fnvBytes(toolPrefix(tool), trimmed), scratch
 	}
-	h := fnvString(fnvOffset, tool)
-	h ^= ':'
-	h *= fnvPrime
+	if len(trimmed) == 0 || !json.Valid(trimmed) {
+		return hashGeneral(tool, args), scratch
+	}
+	h := toolPrefix(tool)
 	var c canon
 	buf := c.value(scratch[:0], trimmed)
 	return fnvBytes(h, buf), buf[:0]
@@ -126,6 +141,162 @@ func Canonical(raw []byte, drop []string) ([]byte, bool) {
 	}
 	c := canon{drop: drop}
 	return c.value(make([]byte, 0, len(trimmed)), trimmed), true
+}
+
+// asIs reports whether src is valid JSON that is its own canonical form:
+// no whitespace, object keys in strictly ascending order (so none twice),
+// strings without escapes or control characters and in valid UTF-8, at
+// most maxAsIsDepth levels deep. What a model writes for a call's
+// arguments nearly always is ({"path":"a.go"}), and then HashArgs hashes
+// the bytes as they are, in one pass, without json.Valid and canon. Every
+// input it accepts, json.Valid accepts too, and canon returns unchanged
+// (FuzzCanonical checks both).
+func asIs(src []byte) bool {
+	end, ok := asIsEnd(src, 0, 0)
+	return ok && end == len(src)
+}
+
+// maxAsIsDepth bounds asIs's recursion; deeper values take the general
+// path.
+const maxAsIsDepth = 32
+
+// asIsEnd returns the index just past the canonical value at src[i] (see
+// asIs), and false when there is none.
+func asIsEnd(src []byte, i, depth int) (int, bool) {
+	if i >= len(src) || depth > maxAsIsDepth {
+		return 0, false
+	}
+	switch c := src[i]; {
+	case c == '{':
+		i++
+		if i < len(src) && src[i] == '}' {
+			return i + 1, true
+		}
+		var prev []byte
+		for first := true; ; first = false {
+			j, ok := asIsString(src, i)
+			if !ok {
+				return 0, false
+			}
+			key := src[i+1 : j-1]
+			if !first && bytes.Compare(prev, key) >= 0 {
+				return 0, false // out of order, or twice: canon reorders or drops
+			}
+			prev = key
+			if j >= len(src) || src[j] != ':' {
+				return 0, false
+			}
+			if i, ok = asIsEnd(src, j+1, depth+1); !ok || i >= len(src) {
+				return 0, false
+			}
+			switch src[i] {
+			case ',':
+				i++
+			case '}':
+				return i + 1, true
+			default:
+				return 0, false
+			}
+		}
+	case c == '[':
+		i++
+		if i < len(src) && src[i] == ']' {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if i, ok = asIsEnd(src, i, depth+1); !ok || i >= len(src) {
+				return 0, false
+			}
+			switch src[i] {
+			case ',':
+				i++
+			case ']':
+				return i + 1, true
+			default:
+				return 0, false
+			}
+		}
+	case c == '"':
+		return asIsString(src, i)
+	case c == 't':
+		return literalEnd(src, i, "true")
+	case c == 'f':
+		return literalEnd(src, i, "false")
+	case c == 'n':
+		return literalEnd(src, i, "null")
+	case c == '-' || c >= '0' && c <= '9':
+		return numberEnd(src, i)
+	}
+	return 0, false
+}
+
+// asIsString returns the index just past the string token at src[i] when
+// canon would write it back unchanged: no escape, no control character,
+// valid UTF-8.
+func asIsString(src []byte, i int) (int, bool) {
+	if i >= len(src) || src[i] != '"' {
+		return 0, false
+	}
+	ascii := true
+	for j := i + 1; j < len(src); j++ {
+		switch c := src[j]; {
+		case c == '"':
+			return j + 1, ascii || utf8.Valid(src[i+1:j])
+		case c == '\\' || c < 0x20:
+			return 0, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return 0, false
+}
+
+// literalEnd returns the index just past lit when src holds it at i.
+func literalEnd(src []byte, i int, lit string) (int, bool) {
+	if len(src)-i >= len(lit) && string(src[i:i+len(lit)]) == lit {
+		return i + len(lit), true
+	}
+	return 0, false
+}
+
+// numberEnd returns the index just past the JSON number at src[i]:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func numberEnd(src []byte, i int) (int, bool) {
+	if src[i] == '-' {
+		i++
+	}
+	start := i
+	i = digitsEnd(src, i)
+	if i == start || i-start > 1 && src[start] == '0' {
+		return 0, false
+	}
+	if i < len(src) && src[i] == '.' {
+		n := i + 1
+		if i = digitsEnd(src, n); i == n {
+			return 0, false
+		}
+	}
+	if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
+		i++
+		if i < len(src) && (src[i] == '+' || src[i] == '-') {
+			i++
+		}
+		n := i
+		if i = digitsEnd(src, n); i == n {
+			return 0, false
+		}
+	}
+	return i, true
+}
+
+// digitsEnd returns the index of the first byte from i on that is not a
+// decimal digit.
+func digitsEnd(src []byte, i int) int {
+	for i < len(src) && src[i] >= '0' && src[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // canon writes canonical JSON. Its input has been validated by json.Valid,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/loopchart/loopchart/machines/loopguard"
@@ -220,13 +221,63 @@ func TestOutcomeOf(t *testing.T) {
 // FuzzCanonical: the canonical form of valid JSON is valid JSON with the
 // same meaning, and canonicalising it again changes nothing; Normalize
 // never panics and is idempotent on its own output's "#" spans.
+// TestAsIs: which arguments are hashed as they are. Each one accepted is
+// its own canonical form and hashes as HashArgs did without the shortcut;
+// each one refused takes the general path, with the same hash as its
+// canonical form's.
+func TestAsIs(t *testing.T) {
+	as := []string{`{}`, `[]`, `{"a":1}`, `{"i":50}`, `{"a":1,"b":[true,false,null,"x",-0.5e+3]}`, `{"":1,"a":{"b":{}}}`,
+		`"s"`, `0`, `-1.25E-7`, `{"path":"src/日本.go","q":"it's <ok> & fine"}`, `[[],[{}]]`}
+	for _, in := range as {
+		if !loopguard.AsIs([]byte(in)) {
+			t.Errorf("AsIs(%q) = false, want true", in)
+		}
+		if out, ok := loopguard.Canonical([]byte(in), nil); !ok || string(out) != in {
+			t.Errorf("%q accepted, but its canonical form is %q", in, out)
+		}
+	}
+	not := []string{``, ` {}`, `{ }`, `{"a": 1}`, `{"b":1,"a":2}`, `{"a":1,"a":2}`, `{"a":"\u0061"}`, `{"a":"x\ny"}`,
+		"{\"a\":\"\x01\"}", "{\"a\":\"\xff\"}", `{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":1e}`, `{"a":-}`, `{"a":tru}`,
+		`{"a":1,}`, `[1,]`, `{"a"}`, `{"a":1}x`, `{a:1}`, `nul`, `{"a":[1}`, strings.Repeat("[", 40) + strings.Repeat("]", 40)}
+	for _, in := range not {
+		if loopguard.AsIs([]byte(in)) {
+			t.Errorf("AsIs(%q) = true, want false", in)
+		}
+		if got, want := loopguard.HashArgs("t", json.RawMessage(in)), loopguard.HashGeneral("t", json.RawMessage(in)); got != want {
+			t.Errorf("HashArgs(%q) = %x, want %x", in, got, want)
+		}
+	}
+	// Both paths agree on what is the same call: a refused input that is
+	// valid hashes as its canonical form, which the shortcut takes.
+	for _, in := range []string{`{"b":1,"a":2}`, `{ "a" : 1 }`, `{"a":"\u0061"}`, `{"a":1,"a":2}`} {
+		out, ok := loopguard.Canonical([]byte(in), nil)
+		if !ok || !loopguard.AsIs(out) {
+			t.Fatalf("Canonical(%q) = %q, %v: not taken as is", in, out, ok)
+		}
+		if loopguard.HashArgs("t", json.RawMessage(in)) != loopguard.HashArgs("t", out) {
+			t.Errorf("%q and its canonical form %q hash differently", in, out)
+		}
+	}
+}
+
 func FuzzCanonical(f *testing.F) {
-	for _, s := range []string{`{"b":1,"a":[1,{"d":2,"c":3}]}`, `"x\u0000\n"`, `[]`, `{"a":{"a":{"a":null}}}`, `{"a":1,"a":2}`, `1e5`, "at 12:30:45 took 3.2s attempt 2 pid 4"} {
+	for _, s := range []string{`{"i":7}`, `{"a":[1,{"b":"c"}],"d":null}`, `{"b":1,"a":[1,{"d":2,"c":3}]}`, `"x\u0000\n"`, `[]`, `{"a":{"a":{"a":null}}}`, `{"a":1,"a":2}`, `1e5`, "at 12:30:45 took 3.2s attempt 2 pid 4"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		_ = loopguard.Normalize(in)
-		_ = loopguard.HashArgs("t", json.RawMessage(in))
+		if got, want := loopguard.HashArgs("t", json.RawMessage(in)), loopguard.HashGeneral("t", json.RawMessage(in)); got != want {
+			t.Fatalf("HashArgs(%q) = %x, without the shortcut %x", in, got, want)
+		}
+		if loopguard.AsIs([]byte(in)) {
+			// The shortcut's promise: valid JSON, its own canonical form.
+			if !json.Valid([]byte(in)) {
+				t.Fatalf("AsIs(%q) but not JSON", in)
+			}
+			if out, _ := loopguard.Canonical([]byte(in), nil); string(out) != in {
+				t.Fatalf("AsIs(%q) but its canonical form is %q", in, out)
+			}
+		}
 		out, ok := loopguard.Canonical([]byte(in), nil)
 		if !ok {
 			return
