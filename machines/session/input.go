@@ -524,10 +524,14 @@ func (c *Core) current(cl *call) bool {
 
 // copyInput copies everything in that a caller could still change: caller
 // messages, tool results and hook verdicts (user code may keep references).
-// A model reply and stream parts are the adapter's own fresh values: the
-// core takes them over (Step's contract says the adapter must not change
-// them afterwards).
+// A model reply, its usage and stream parts are the adapter's own fresh
+// values: the core takes them over (Step's contract says the adapter must
+// not change them afterwards).
 func copyInput(in *vocab.Input) {
+	if in.Usage != nil && in.Kind != vocab.InModelDone && in.Kind != vocab.InModelFailed {
+		u := *in.Usage // not a model's report: whoever sent it may keep it
+		in.Usage = &u
+	}
 	if in.Message != nil {
 		m := vocab.CloneMessage(*in.Message)
 		in.Message = &m
@@ -560,10 +564,6 @@ func copyInput(in *vocab.Input) {
 	if in.Cause != nil {
 		cc := *in.Cause
 		in.Cause = &cc
-	}
-	if in.Usage != nil {
-		u := *in.Usage
-		in.Usage = &u
 	}
 	in.Stuck = slices.Clone(in.Stuck)
 }

@@ -461,8 +461,8 @@ func (c *Core) Yielded() vocab.ID { return c.yielded }
 // event at the head of everything it caused, and Ready has the result.
 //
 // The core copies what a caller could still change (messages, tool
-// results, hook verdicts); it takes over a model reply and stream parts,
-// which the adapter must not change after Step.
+// results, hook verdicts); it takes over a model reply, its usage and
+// stream parts, which the adapter must not change after Step.
 func (c *Core) Step(in vocab.Input) (err error) {
 	if c.m == nil {
 		return vocab.Errorf(vocab.CodeInternal, "session: Step without machines (see Use)")
@@ -774,7 +774,8 @@ type Work struct {
 	ID   uint64   `json:"id"`
 	Op   WorkOp   `json:"op"`
 	Kind WorkKind `json:"kind"`
-	// Cause is why work is cancelled.
+	// Cause is why work is cancelled; nil when no reason was given (a
+	// disarmed timer, work the turn no longer needs).
 	Cause *vocab.CancelCause `json:"cause,omitempty"`
 
 	// Request is the model request (model).
@@ -902,8 +903,12 @@ func (c *Core) cancel(id uint64, cause vocab.CancelCause) {
 	if c.recovering || p.waiting {
 		return // it died with the process that ran it, or never started
 	}
-	cc := cause
-	c.m.rd.Work = append(c.m.rd.Work, Work{ID: id, Op: Cancel, Kind: p.kind, Cause: &cc})
+	w := Work{ID: id, Op: Cancel, Kind: p.kind}
+	if cause.Kind != "" {
+		cc := cause
+		w.Cause = &cc
+	}
+	c.m.rd.Work = append(c.m.rd.Work, w)
 }
 
 // emit appends an event. Its time is the time of the input being stepped.
