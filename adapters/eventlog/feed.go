@@ -92,6 +92,15 @@ func (f *Feed) Publish(batch []vocab.Event) {
 		return
 	}
 	published := false
+	if f.resident {
+		// The backing log holds every event: only the last seq moves.
+		for i := range batch {
+			if seq := batch[i].Seq; seq > f.last {
+				f.last, published = seq, true
+			}
+		}
+		batch = nil
+	}
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Seq <= f.last {
