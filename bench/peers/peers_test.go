@@ -173,8 +173,32 @@ func BenchmarkLoopchart(b *testing.B) { benchLoopchart(b, runSync) }
 // Wait.
 func BenchmarkLoopchartSubmit(b *testing.B) { benchLoopchart(b, runSubmit) }
 
+// BenchmarkLoopchartRawTool is BenchmarkLoopchart with a tool that, like
+// eino's noop (an InvokableRun that returns "ok"), never reads its
+// arguments: a vocab.Tool of its own instead of tools.Func, which decodes
+// them into noopArgs. The difference between the two is the typed tool's
+// work, not the loop's.
+func BenchmarkLoopchartRawTool(b *testing.B) { benchLoopchartWith(b, runSync, rawNoop{}) }
+
 func benchLoopchart(b *testing.B, run prompt) {
-	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, noopArgs) (string, error) { return "ok", nil })
+	benchLoopchartWith(b, run, tools.Func("noop", "does nothing", `{}`, func(context.Context, noopArgs) (string, error) { return "ok", nil }))
+}
+
+// rawNoop is the no-op tool as a plain vocab.Tool: it returns "ok" and
+// never reads its arguments (see BenchmarkLoopchartRawTool).
+type rawNoop struct{}
+
+// Spec implements vocab.Tool.
+func (rawNoop) Spec() vocab.ToolSpec {
+	return vocab.ToolSpec{Name: "noop", Description: "does nothing", Schema: json.RawMessage(`{}`)}
+}
+
+// Run implements vocab.Tool.
+func (rawNoop) Run(context.Context, vocab.ToolCall, func(string)) (vocab.ToolResult, error) {
+	return vocab.ToolResult{Content: "ok"}, nil
+}
+
+func benchLoopchartWith(b *testing.B, run prompt, noop vocab.Tool) {
 	for _, k := range ks {
 		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
 			checkRefresh(b)
