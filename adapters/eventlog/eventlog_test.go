@@ -966,6 +966,10 @@ func TestFeedOverMemory(t *testing.T) {
 	if f.ring != nil || f.n != 0 || f.Last() != 10 {
 		t.Fatalf("ring %d events (n=%d), last %d: want no ring, last 10", len(f.ring), f.n, f.Last())
 	}
+	f.Publish(events(3, 5)) // published before: nothing moves
+	if f.ring != nil || f.Last() != 10 {
+		t.Fatalf("after a repeat: ring %d events, last %d; want no ring, last 10", len(f.ring), f.Last())
+	}
 	got := make(chan result)
 	go func() {
 		var r result
