@@ -92,29 +92,23 @@ func (f *Feed) Publish(batch []vocab.Event) {
 		return
 	}
 	published := false
-	if f.resident {
-		// The backing log holds every event: only the last seq moves.
-		for i := range batch {
-			if seq := batch[i].Seq; seq > f.last {
-				f.last, published = seq, true
-			}
-		}
-		batch = nil
-	}
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Seq <= f.last {
+			continue
+		}
+		published = true
+		if f.resident {
+			// The backing log holds every event: only the last seq moves.
+			f.last = ev.Seq
 			continue
 		}
 		if ev.Seq != f.last+1 {
 			clear(f.ring) // drop the old window and its payloads
 			f.head, f.n = 0, 0
 		}
-		if !f.resident {
-			f.push(ev)
-		}
+		f.push(ev)
 		f.last = ev.Seq
-		published = true
 	}
 	if published && f.wake != nil {
 		close(f.wake)

@@ -774,7 +774,7 @@ type Work struct {
 	ID   uint64   `json:"id"`
 	Op   WorkOp   `json:"op"`
 	Kind WorkKind `json:"kind"`
-	// Cause is why work is cancelled; nil when no reason was given (a
+	// Cause is why work is cancelled; nil when no cause was given (a
 	// disarmed timer, work the turn no longer needs).
 	Cause *vocab.CancelCause `json:"cause,omitempty"`
 
@@ -904,7 +904,7 @@ func (c *Core) cancel(id uint64, cause vocab.CancelCause) {
 		return // it died with the process that ran it, or never started
 	}
 	w := Work{ID: id, Op: Cancel, Kind: p.kind}
-	if cause.Kind != "" {
+	if cause != (vocab.CancelCause{}) {
 		cc := cause
 		w.Cause = &cc
 	}
