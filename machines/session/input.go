@@ -210,7 +210,7 @@ func (c *Core) fireNow(ev chart.Event) {
 	c.run()
 }
 
-func (c *Core) emitInput(in *vocab.Input) { c.emit(in.EventKind(), *in) }
+func (c *Core) emitInput(in *vocab.Input) { c.emit(in.EventKind(), c.m.slabs.inputs.Box(in)) }
 
 // resumable reports whether the history ends where the model owes a
 // reply: after tool results, or after tool calls without their results.

@@ -105,8 +105,8 @@ func (c *Core) settle(r fireReq) {
 	}
 	for _, t := range c.m.out.Transitions {
 		if inst != "" {
-			c.emit(vocab.EventTransition, vocab.TransitionPayload{Machine: t.Machine, Instance: inst,
-				From: string(t.From), To: string(t.To), Trigger: string(t.Trigger), Guard: t.Guard, Internal: t.Internal})
+			c.emit(vocab.EventTransition, c.m.slabs.transitions.Box(&vocab.TransitionPayload{Machine: t.Machine, Instance: inst,
+				From: string(t.From), To: string(t.To), Trigger: string(t.Trigger), Guard: t.Guard, Internal: t.Internal}))
 			continue
 		}
 		c.emit(vocab.EventTransition, c.m.payload(r.kind, t))

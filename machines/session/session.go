@@ -247,6 +247,8 @@ type Machines struct {
 	// machines, boxed once: they repeat every step, and a boxed payload is
 	// immutable, so events share them.
 	payloads [2][][]payloadEntry // [agent, turn][transition index]
+	// slabs box the payloads a step logs several times.
+	slabs slabs
 
 	// The scratch of whichever core fires on these machines: the Ready
 	// being built, the run-to-completion queue and the effects buffer.
@@ -946,4 +948,16 @@ func (c *Core) bug(err error) {
 	if err != nil {
 		c.emit(vocab.EventError, vocab.ErrorPayload{Code: vocab.CodeOf(err), Message: err.Error()})
 	}
+}
+
+// slabs box the payloads a step logs more than once (see
+// vocab.PayloadSlab). They travel with the Machines, so with the pool the
+// lane keeps them in: sessions that take turns on them share their
+// arrays, and a session at rest holds only the payloads its log keeps.
+type slabs struct {
+	inputs      vocab.PayloadSlab[vocab.Input]
+	transitions vocab.PayloadSlab[vocab.TransitionPayload]
+	tools       vocab.PayloadSlab[vocab.ToolPayload]
+	messages    vocab.PayloadSlab[vocab.MessagePayload]
+	usage       vocab.PayloadSlab[vocab.UsagePayload]
 }

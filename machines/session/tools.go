@@ -104,7 +104,7 @@ func (c *Core) admit(calls []vocab.ToolCall) {
 			cl.lg = loopguard.Call{ID: tc.ID, Tool: tc.Name, ArgsHash: hash, Poll: sp != nil && sp.Poll}
 		}
 		c.batch = append(c.batch, cl)
-		cl.logged = vocab.ToolPayload{Call: tc}
+		cl.logged = c.m.slabs.tools.Box(&vocab.ToolPayload{Call: tc})
 		c.emit(vocab.EventToolCall, cl.logged)
 	}
 	if !c.cfg.NoLoopDetection {
@@ -305,7 +305,7 @@ func (c *Core) toolEffect(cl *call, eff chart.Effect) {
 		if p := c.find(cl.work); p != nil {
 			p.turn = 0 // it outlives its turn
 		}
-		c.emit(vocab.EventToolExecutionEnd, vocab.ToolPayload{Call: cl.Call, Result: &res})
+		c.emit(vocab.EventToolExecutionEnd, c.m.slabs.tools.Box(&vocab.ToolPayload{Call: cl.Call, Result: &res}))
 		c.enqueue(fireReq{kind: reqAgent, ev: agent.ToolDetached{CallID: cl.Call.ID, Name: cl.Call.Name}})
 		c.enqueue(fireReq{kind: reqTurn, ev: turn.ToolOutcome{Result: &res}})
 		c.enqueue(fireReq{kind: reqSchedule})
@@ -354,7 +354,7 @@ func (c *Core) toolEffect(cl *call, eff chart.Effect) {
 			}
 			c.guard.Finished(cl.lg, loopguard.OutcomeOf(*res, volatile))
 		}
-		c.emit(vocab.EventToolExecutionEnd, vocab.ToolPayload{Call: cl.Call, Result: res})
+		c.emit(vocab.EventToolExecutionEnd, c.m.slabs.tools.Box(&vocab.ToolPayload{Call: cl.Call, Result: res}))
 		if d := res.Delivery; d != nil && d.Kind == vocab.DeliverySteer {
 			c.deliver(cl, d.Message)
 		}

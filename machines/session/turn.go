@@ -138,7 +138,7 @@ func (c *Core) commitReply(f turn.CommitReply) {
 	if !c.reply.open {
 		c.emit(vocab.EventMessageStart, messageStart)
 	}
-	c.emit(vocab.EventUsage, vocab.UsagePayload{Usage: f.Usage})
+	c.emit(vocab.EventUsage, c.m.slabs.usage.Box(&vocab.UsagePayload{Usage: f.Usage}))
 	var reply vocab.Message
 	if f.Reply != nil {
 		reply = *f.Reply
@@ -153,7 +153,7 @@ func (c *Core) commitReply(f turn.CommitReply) {
 		}
 	}
 	c.lastFinish = f.Finish
-	var p any = vocab.MessagePayload{Message: reply, SourceSeqs: c.reply.sources} // one boxed value, two events
+	p := c.m.slabs.messages.Box(&vocab.MessagePayload{Message: reply, SourceSeqs: c.reply.sources}) // one boxed value, two events
 	c.emit(vocab.EventMessageEnd, p)
 	c.emit(vocab.EventAssistant, p)
 	c.reply.Reset()
@@ -168,7 +168,7 @@ func (c *Core) commitResults(results []*vocab.ToolResult) {
 		m := vocab.Message{Role: vocab.RoleTool, Source: vocab.SourceTool, Result: res}
 		m.ID = c.ids.Join(string(c.cfg.Session), "-r-", res.CallID)
 		c.appendHistory(m)
-		c.emit(vocab.EventToolResult, vocab.ToolPayload{Call: vocab.ToolCall{ID: res.CallID, Name: res.Name}, Result: res})
+		c.emit(vocab.EventToolResult, c.m.slabs.tools.Box(&vocab.ToolPayload{Call: vocab.ToolCall{ID: res.CallID, Name: res.Name}, Result: res}))
 		if res.StopTurn && c.stopReason == "" {
 			c.stopReason = res.StopReason
 		}
