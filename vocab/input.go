@@ -139,6 +139,13 @@ type StuckWork struct {
 
 // EventKind returns the kind of the event that records the input.
 func (in Input) EventKind() EventKind {
+	// The inputs of every step first, without hashing their kind.
+	switch in.Kind {
+	case InModelDone:
+		return eventModelDone
+	case InToolDone:
+		return eventToolDone
+	}
 	if k, ok := inputKinds[in.Kind]; ok {
 		return k
 	}
@@ -147,6 +154,13 @@ func (in Input) EventKind() EventKind {
 
 // inputKinds holds the event kind of every known input kind, so that
 // recording an input costs no string concatenation.
+// The kinds EventKind finds without the map: the map's own strings, so
+// that an event's kind is the same string whichever way it was found.
+var (
+	eventModelDone = inputKinds[InModelDone]
+	eventToolDone  = inputKinds[InToolDone]
+)
+
 var inputKinds = func() map[InputKind]EventKind {
 	m := map[InputKind]EventKind{}
 	for _, k := range []InputKind{InSubmit, InSteer, InInject, InNotify, InRemind, InWithdraw, InCancel, InPause, InContinue,

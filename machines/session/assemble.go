@@ -56,6 +56,19 @@ func (a *Assembler) Add(p vocab.StreamPart) {
 	case vocab.StreamToolCall:
 		if p.Call != nil {
 			a.flush()
+			if a.msg.Parts == nil {
+				// A reply that opens with a tool call (most tool
+				// rounds): its first part and the call's copy in one
+				// allocation. A later part moves the parts out.
+				b := new(struct {
+					part [1]vocab.Part
+					call vocab.ToolCall
+				})
+				b.call = *p.Call
+				b.part[0] = vocab.Part{Kind: vocab.PartToolCall, Call: &b.call}
+				a.msg.Parts = b.part[:]
+				break
+			}
 			c := *p.Call
 			a.msg.Parts = append(a.msg.Parts, vocab.Part{Kind: vocab.PartToolCall, Call: &c})
 		}
