@@ -178,10 +178,34 @@ func BenchmarkLoopchartSubmit(b *testing.B) { benchLoopchart(b, runSubmit) }
 // arguments: a vocab.Tool of its own instead of tools.Func, which decodes
 // them into noopArgs. The difference between the two is the typed tool's
 // work, not the loop's.
-func BenchmarkLoopchartRawTool(b *testing.B) { benchLoopchartWith(b, runSync, rawNoop{}) }
+func BenchmarkLoopchartRawTool(b *testing.B) { benchLoopchartWith(b, runSync, rawNoop{}, nil) }
 
-func benchLoopchart(b *testing.B, run prompt) {
-	benchLoopchartWith(b, run, tools.Func("noop", "does nothing", `{}`, func(context.Context, noopArgs) (string, error) { return "ok", nil }))
+// BenchmarkLoopchartOutsideStore is BenchmarkLoopchart with the session's
+// events handed to a store outside the process instead of the in-memory
+// log: a Sink that accepts every batch and keeps nothing (outsideStore),
+// with the 64-event window a session on a store that reads its events
+// back gets. It measures what a step costs in the process when the log
+// lives elsewhere, the commit left out (adapters/store measures commits).
+// It is not the issue's measure, which keeps the in-memory log: the
+// difference between the two is what keeping every event in the
+// process costs, mostly in the collector.
+func BenchmarkLoopchartOutsideStore(b *testing.B) {
+	benchLoopchartWith(b, runSync, typedNoop(), func(o *agentsvc.Options) { o.Sink, o.Window = outsideStore{}, 64 })
+}
+
+// outsideStore stands in for a durable store outside the process whose
+// commit costs nothing: it accepts every batch and keeps nothing.
+type outsideStore struct{}
+
+// Append implements agentsvc.Sink.
+func (outsideStore) Append(context.Context, []vocab.Event) error { return nil }
+
+func benchLoopchart(b *testing.B, run prompt) { benchLoopchartWith(b, run, typedNoop(), nil) }
+
+// typedNoop is the benchmarks' no-op tool: a tools.Func that decodes its
+// arguments into noopArgs and returns "ok".
+func typedNoop() vocab.Tool {
+	return tools.Func("noop", "does nothing", `{}`, func(context.Context, noopArgs) (string, error) { return "ok", nil })
 }
 
 // rawNoop is the no-op tool as a plain vocab.Tool: it returns "ok" and
@@ -198,7 +222,7 @@ func (rawNoop) Run(context.Context, vocab.ToolCall, func(string)) (vocab.ToolRes
 	return vocab.ToolResult{Content: "ok"}, nil
 }
 
-func benchLoopchartWith(b *testing.B, run prompt, noop vocab.Tool) {
+func benchLoopchartWith(b *testing.B, run prompt, noop vocab.Tool, tweak func(*agentsvc.Options)) {
 	for _, k := range ks {
 		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
 			checkRefresh(b)
@@ -211,12 +235,16 @@ func benchLoopchartWith(b *testing.B, run prompt, noop vocab.Tool) {
 					}
 				}
 				var err error
-				svc, err = agentsvc.New(agentsvc.Options{
+				opt := agentsvc.Options{
 					Provider: newLCProvider(k),
 					Tools:    []vocab.Tool{noop},
 					IDs:      &vocab.SeqSource{},
 					Jitter:   func() float64 { return 0 },
-				})
+				}
+				if tweak != nil {
+					tweak(&opt)
+				}
+				svc, err = agentsvc.New(opt)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -566,8 +594,7 @@ func BenchmarkConcurrent10kHost(b *testing.B) {
 // lcOptions are the options of a loopchart session of the benchmarks: the
 // fake model of k rounds, the no-op tool, sequential ids, no jitter.
 func lcOptions(k int) agentsvc.Options {
-	noop := tools.Func("noop", "does nothing", `{}`, func(context.Context, noopArgs) (string, error) { return "ok", nil })
-	return agentsvc.Options{Provider: newLCProvider(k), Tools: []vocab.Tool{noop},
+	return agentsvc.Options{Provider: newLCProvider(k), Tools: []vocab.Tool{typedNoop()},
 		IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 }}
 }
 
@@ -577,6 +604,19 @@ func lcOptions(k int) agentsvc.Options {
 func concurrentLoopchart(b *testing.B, n int, run prompt) {
 	const k = 10
 	concurrent(b, n, k, run, func(int) (*agentsvc.Service, error) { return agentsvc.New(lcOptions(k)) })
+}
+
+// BenchmarkConcurrentLoopchartOutsideStore is BenchmarkConcurrentLoopchart
+// with each session's events handed to a store outside the process (see
+// BenchmarkLoopchartOutsideStore): the sessions live across ops and keep
+// their histories, but not their logs, in the process.
+func BenchmarkConcurrentLoopchartOutsideStore(b *testing.B) {
+	const k = 10
+	concurrent(b, sessions, k, runSync, func(int) (*agentsvc.Service, error) {
+		opt := lcOptions(k)
+		opt.Sink, opt.Window = outsideStore{}, 64
+		return agentsvc.New(opt)
+	})
 }
 
 // BenchmarkConcurrentLoopchartFresh is BenchmarkConcurrentLoopchart with
