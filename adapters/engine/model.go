@@ -140,26 +140,30 @@ func (r *modelRun) yield(gen uint64, part vocab.StreamPart, err error) bool {
 		r.ended = true
 		return false
 	}
-	if r.w != nil {
-		r.w.part()
-	}
-	r.a.Add(part)
 	// Text and thinking stream live; tool calls (which run only once
 	// the reply is whole) come with the reply. Usage streams live
 	// when it comes first (a provider that reports its input tokens
 	// as the reply starts: a cancelled request's usage is then
 	// known) or can ride with deltas already waiting; a usage
 	// report at the end comes with the reply, costing no input.
+	live := false
 	switch part.Kind {
 	case vocab.StreamText, vocab.StreamThinking:
-		r.content = true
-		r.live(part)
+		r.content, live = true, true
 	case vocab.StreamToolCall:
 		r.content = true
 	case vocab.StreamUsage:
-		if !r.content || r.s != nil && r.s.pending() {
-			r.live(part)
-		}
+		live = !r.content || r.s != nil && r.s.pending()
+	}
+	// A part handed to the session may step the lane on this goroutine:
+	// the watchdog counts that as busy, not silence. A part that is not
+	// (added to the reply, nothing more) is only recorded as handled.
+	if live && r.w != nil {
+		r.w.part()
+	}
+	r.a.Add(part)
+	if live {
+		r.live(part)
 	}
 	if r.w != nil {
 		r.w.handled()
@@ -283,19 +287,19 @@ func (w *watchdog) part() {
 	w.mu.Unlock()
 }
 
-// handled records that the part that arrived has been handled: the
-// silence before the next one starts now.
+// handled records that a part arrived and has been handled: the silence
+// before the next one starts now.
 func (w *watchdog) handled() {
 	if w.mono {
 		d := time.Since(w.since)
 		w.mu.Lock()
-		w.elapsed, w.busy = d, false
+		w.elapsed, w.parts, w.busy = d, true, false
 		w.mu.Unlock()
 		return
 	}
 	now := w.clk.Now()
 	w.mu.Lock()
-	w.since, w.busy = now, false
+	w.since, w.parts, w.busy = now, true, false
 	w.mu.Unlock()
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,7 +27,17 @@ type workCtx struct {
 	// cancelled and cause record a cancel that came before real was made.
 	cancelled bool
 	cause     error
+	// state mirrors real != nil (ctxMade) and cancelled (ctxCancelled),
+	// stored under mu after them, so that Err, which a model request asks
+	// for with every part, reads a word instead of taking mu.
+	state atomic.Uint32
 }
+
+// The bits of workCtx.state.
+const (
+	ctxMade uint32 = 1 << iota
+	ctxCancelled
+)
 
 var _ context.Context = (*workCtx)(nil)
 
@@ -44,6 +55,7 @@ func (c *workCtx) ctx() context.Context {
 			c.stop(c.cause)
 			c.cause = nil
 		}
+		c.state.Store(c.state.Load() | ctxMade)
 	}
 	return c.real
 }
@@ -63,6 +75,7 @@ func (c *workCtx) cancel(cause error) {
 			cause = context.Canceled
 		}
 		c.cause = cause
+		c.state.Store(ctxCancelled)
 	}
 	c.mu.Unlock()
 }
@@ -75,13 +88,11 @@ func (c *workCtx) Done() <-chan struct{} { return c.ctx().Done() }
 
 // Err implements context.Context.
 func (c *workCtx) Err() error {
-	c.mu.Lock()
-	real, cancelled := c.real, c.cancelled
-	c.mu.Unlock()
+	st := c.state.Load()
 	switch {
-	case real != nil:
-		return real.Err()
-	case cancelled:
+	case st&ctxMade != 0:
+		return c.real.Err() // written before the bit, never again
+	case st&ctxCancelled != 0:
 		return context.Canceled
 	}
 	return nil

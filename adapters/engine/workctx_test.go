@@ -54,6 +54,9 @@ func TestWorkCtx(t *testing.T) {
 	defer stop()
 	ran := make(chan struct{})
 	context.AfterFunc(c, func() { close(ran) })
+	if c.Err() != nil {
+		t.Fatalf("Err %v once looked at, before any cancel", c.Err())
+	}
 	c.cancel(cause)
 	check("cancelled after", c, cause)
 	check("its child", child, cause)
@@ -63,4 +66,42 @@ func TestWorkCtx(t *testing.T) {
 	c = fresh()
 	c.cancel(nil)
 	check("no cause", c, context.Canceled)
+}
+
+// Err is read without the lock while the lane cancels and a tool makes
+// the context behind it: it never reports a live context done, and it
+// reports it done once cancel returned (checked under -race too).
+func TestWorkCtxErrConcurrent(t *testing.T) {
+	e := &Engine{}
+	e.workCtx = context.WithValue(context.Background(), ctxKey{}, e)
+	for i := range 200 {
+		c := &workCtx{}
+		c.init(e, uint64(i))
+		start := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			<-start
+			if i%2 == 0 {
+				_ = c.Done() // makes the context behind it
+			}
+			for range 50 {
+				_ = c.Err()
+			}
+		}()
+		close(start)
+		if i%3 == 0 {
+			if err := c.Err(); err != nil {
+				t.Fatalf("round %d: Err %v before any cancel", i, err)
+			}
+		}
+		c.cancel(nil)
+		if !errors.Is(c.Err(), context.Canceled) {
+			t.Fatalf("round %d: Err %v after cancel", i, c.Err())
+		}
+		<-done
+		if !errors.Is(c.Err(), context.Canceled) {
+			t.Fatalf("round %d: Err %v after the reader", i, c.Err())
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loopchart/loopchart/adapters/clock"
@@ -33,9 +34,10 @@ type worker struct {
 	tool  *toolCtx
 	timer clock.Timer
 	job   *job
-	// cancelled is set when the core cancelled the work and no longer
-	// waits for its result (model requests and hooks).
-	cancelled bool
+	// cancelled is set (under wmu) when the core cancelled the work and
+	// no longer waits for its result (model requests and hooks); the
+	// worker's own goroutine reads it without the lock as it reports.
+	cancelled atomic.Bool
 	// free is set once the worker's own work is done: the lane may hand it
 	// the next piece of work (next) to run on the same goroutine.
 	free bool
@@ -211,10 +213,7 @@ func (e *Engine) finish(wk *worker) bool {
 // The work stays registered until its result is in the mailbox, so a
 // session never looks settled while a result is on its way.
 func (e *Engine) report(wk *worker, in vocab.Input) {
-	e.wmu.Lock()
-	skip := wk.cancelled
-	e.wmu.Unlock()
-	if !skip {
+	if !wk.cancelled.Load() {
 		in.At, in.Work = e.opt.Clock.Now(), wk.w.ID
 		wk.free = true
 		if e.post(&item{in: in}, wk, wk) == nil {
@@ -235,7 +234,7 @@ func (e *Engine) cancelWork(w session.Work) {
 	var timer clock.Timer
 	if wk != nil {
 		if w.Kind == session.WorkModel || w.Kind == session.WorkHook {
-			wk.cancelled = true
+			wk.cancelled.Store(true)
 		}
 		ctx, timer = wk.ctx, wk.timer
 	}
@@ -270,7 +269,7 @@ func (e *Engine) cancelAll(cause error) {
 	e.wmu.Lock()
 	var all []cancel
 	e.running.Each(func(_ uint64, wk *worker) {
-		wk.cancelled = true
+		wk.cancelled.Store(true)
 		if wk.w.Kind == session.WorkTimer {
 			all = append(all, cancel{timer: wk})
 		} else {

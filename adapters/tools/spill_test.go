@@ -111,12 +111,12 @@ func TestSetSpill(t *testing.T) {
 	if err := r.SetSpill(MemoryBlobs(), -1); !errors.Is(err, vocab.CodeBadInput.Err()) {
 		t.Errorf("negative limit: %v", err)
 	}
-	if err := r.SetSpill(MemoryBlobs(), 0); err != nil || r.limit != SpillChars {
-		t.Errorf("limit 0: %v, limit %d", err, r.limit)
+	if err := r.SetSpill(MemoryBlobs(), 0); err != nil || r.cur.Load().limit != SpillChars {
+		t.Errorf("limit 0: %v, limit %d", err, r.cur.Load().limit)
 	}
 	fresh, _ := NewRegistry()
-	if fresh.limit != SpillChars || fresh.blobs != nil {
-		t.Errorf("new registry: limit %d, blobs %v", fresh.limit, fresh.blobs)
+	if cur := fresh.cur.Load(); cur.limit != SpillChars || cur.blobs != nil {
+		t.Errorf("new registry: limit %d, blobs %v", cur.limit, cur.blobs)
 	}
 }
 

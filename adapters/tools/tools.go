@@ -10,9 +10,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/loopchart/loopchart/vocab"
@@ -34,7 +36,14 @@ type Outcomer interface {
 // Registry maps tool names to tools and executes calls. It is safe for
 // concurrent use.
 type Registry struct {
-	mu    sync.RWMutex
+	mu sync.Mutex // serializes changes
+	// cur is what Execute and Specs read, without a lock: a change
+	// publishes a new registryState, never alters a published one.
+	cur atomic.Pointer[registryState]
+}
+
+// registryState is one version of a registry's tools and spill store.
+type registryState struct {
 	tools map[string]vocab.Tool
 	blobs Blobs // nil: large outputs are cut, the rest dropped
 	limit int   // spill limit in characters, > 0
@@ -44,7 +53,8 @@ type Registry struct {
 // result over SpillChars characters is cut and the rest dropped until
 // SetSpill gives it one.
 func NewRegistry(ts ...vocab.Tool) (*Registry, error) {
-	r := &Registry{tools: map[string]vocab.Tool{}, limit: SpillChars}
+	r := &Registry{}
+	r.cur.Store(&registryState{tools: map[string]vocab.Tool{}, limit: SpillChars})
 	for _, t := range ts {
 		if err := r.Add(t); err != nil {
 			return nil, err
@@ -65,10 +75,14 @@ func (r *Registry) Add(t vocab.Tool) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, dup := r.tools[name]; dup {
+	cur := r.cur.Load()
+	if _, dup := cur.tools[name]; dup {
 		return vocab.Errorf(vocab.CodeBadInput, "tool %q registered twice", name)
 	}
-	r.tools[name] = t
+	next := *cur
+	next.tools = maps.Clone(cur.tools)
+	next.tools[name] = t
+	r.cur.Store(&next)
 	return nil
 }
 
@@ -87,16 +101,17 @@ func (r *Registry) SetSpill(b Blobs, limit int) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.blobs, r.limit = b, limit
+	next := *r.cur.Load()
+	next.blobs, next.limit = b, limit
+	r.cur.Store(&next)
 	return nil
 }
 
 // Specs returns the specs of every tool, sorted by name.
 func (r *Registry) Specs() []vocab.ToolSpec {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	specs := make([]vocab.ToolSpec, 0, len(r.tools))
-	for _, t := range r.tools {
+	cur := r.cur.Load()
+	specs := make([]vocab.ToolSpec, 0, len(cur.tools))
+	for _, t := range cur.tools {
 		specs = append(specs, t.Spec())
 	}
 	slices.SortFunc(specs, func(a, b vocab.ToolSpec) int { return strings.Compare(a.Name, b.Name) })
@@ -122,10 +137,9 @@ func (r *Registry) Specs() []vocab.ToolSpec {
 // nil the progress func ctx carries (WithRun) is used. Detaching is
 // offered to the tool only when ctx offers it (WithRun).
 func (r *Registry) Execute(ctx context.Context, call vocab.ToolCall, progress func(string)) vocab.ToolResult {
-	r.mu.RLock()
-	t, ok := r.tools[call.Name]
-	blobs, limit := r.blobs, r.limit
-	r.mu.RUnlock()
+	cur := r.cur.Load()
+	t, ok := cur.tools[call.Name]
+	blobs, limit := cur.blobs, cur.limit
 	if !ok {
 		return errResult(call, vocab.CodeToolUnknown, fmt.Sprintf("Tool %s not found", call.Name), false)
 	}

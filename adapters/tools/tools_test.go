@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/fstest"
 
@@ -72,5 +73,51 @@ func TestRegistry(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"list_files", "read_file", "word_count"}, names); diff != "" {
 		t.Error(diff)
+	}
+}
+
+// TestRegistryConcurrentUse adds tools and changes the spill store while
+// calls execute and specs are listed: every call of a tool added before
+// it started finds it, and (under -race) nothing is shared unsafely.
+func TestRegistryConcurrentUse(t *testing.T) {
+	r, err := NewRegistry(Func("t0", "", `{}`, func(context.Context, struct{}) (string, error) { return "ok", nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	added := make(chan int, n)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; i <= n; i++ {
+			name := fmt.Sprint("t", i)
+			if err := r.Add(Func(name, "", `{}`, func(context.Context, struct{}) (string, error) { return name, nil })); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := r.SetSpill(nil, 1000+i); err != nil {
+				t.Error(err)
+				return
+			}
+			added <- i
+		}
+		close(added)
+	}()
+	for i := range added {
+		name := fmt.Sprint("t", i)
+		res := r.Execute(context.Background(), vocab.ToolCall{ID: "c", Name: name, Args: json.RawMessage(`{}`)}, nil)
+		if res.IsError || res.Content != name {
+			t.Fatalf("call of %s after it was added: %+v", name, res)
+		}
+		if got := len(r.Specs()); got < i+1 {
+			t.Fatalf("after adding t%d: %d specs", i, got)
+		}
+	}
+	<-done
+	if got := len(r.Specs()); got != n+1 {
+		t.Fatalf("%d specs, want %d", got, n+1)
+	}
+	if err := r.Add(Func("t1", "", `{}`, func(context.Context, struct{}) (string, error) { return "", nil })); !errors.Is(err, vocab.CodeBadInput.Err()) {
+		t.Fatalf("second t1: %v, want a bad-input error", err)
 	}
 }
