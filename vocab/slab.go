@@ -18,10 +18,10 @@ const slabLen = 32
 // immutable as any other: a type assertion copies it out as usual, and
 // the event, its payload's type and value are what any(v) would give.
 //
-// The session core boxes the payloads a step logs several times with
-// slabs of its own (a model's reply and a tool's outcome as inputs, a tool
-// machine's transitions, a tool call's start and end, usage, the
-// assistant's message). The zero value is ready to use. A PayloadSlab is
+// The session core boxes with slabs of its own every recorded input (a
+// step records at least a model's reply and a tool's outcome) and the
+// payloads a step logs several times: a tool machine's transitions, a
+// tool call's start, end and result, usage, the assistant's message. The zero value is ready to use. A PayloadSlab is
 // not safe for concurrent use; the values it boxed are.
 type PayloadSlab[T any] struct {
 	buf []T

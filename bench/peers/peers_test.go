@@ -190,8 +190,12 @@ func BenchmarkLoopchartRawTool(b *testing.B) { benchLoopchartWith(b, runSync, ra
 // difference between the two is what keeping every event in the
 // process costs, mostly in the collector.
 func BenchmarkLoopchartOutsideStore(b *testing.B) {
-	benchLoopchartWith(b, runSync, typedNoop(), func(o *agentsvc.Options) { o.Sink, o.Window = outsideStore{}, 64 })
+	benchLoopchartWith(b, runSync, typedNoop(), storeOutside)
 }
+
+// storeOutside hands a session's events to outsideStore, with the 64-event
+// window of a session whose store reads its events back.
+func storeOutside(o *agentsvc.Options) { o.Sink, o.Window = outsideStore{}, 64 }
 
 // outsideStore stands in for a durable store outside the process whose
 // commit costs nothing: it accepts every batch and keeps nothing.
@@ -235,12 +239,8 @@ func benchLoopchartWith(b *testing.B, run prompt, noop vocab.Tool, tweak func(*a
 					}
 				}
 				var err error
-				opt := agentsvc.Options{
-					Provider: newLCProvider(k),
-					Tools:    []vocab.Tool{noop},
-					IDs:      &vocab.SeqSource{},
-					Jitter:   func() float64 { return 0 },
-				}
+				opt := lcOptions(k)
+				opt.Tools = []vocab.Tool{noop}
 				if tweak != nil {
 					tweak(&opt)
 				}
@@ -614,7 +614,7 @@ func BenchmarkConcurrentLoopchartOutsideStore(b *testing.B) {
 	const k = 10
 	concurrent(b, sessions, k, runSync, func(int) (*agentsvc.Service, error) {
 		opt := lcOptions(k)
-		opt.Sink, opt.Window = outsideStore{}, 64
+		storeOutside(&opt)
 		return agentsvc.New(opt)
 	})
 }
