@@ -14,10 +14,24 @@ import (
 // what the session held after a warm-up (its log, its history and
 // everything they reach). Run it with -benchtime 400x or so: with few
 // prompts the figure is mostly noise.
-func BenchmarkRetainedLoopchart(b *testing.B) {
+func BenchmarkRetainedLoopchart(b *testing.B) { retained(b, lcOptions(10)) }
+
+// BenchmarkRetainedLoopchartOutsideStore is BenchmarkRetainedLoopchart
+// with the session's events handed to a store outside the process (see
+// BenchmarkLoopchartOutsideStore): what the session itself keeps, its
+// history and its 64-event window.
+func BenchmarkRetainedLoopchartOutsideStore(b *testing.B) {
+	opt := lcOptions(10)
+	storeOutside(&opt)
+	retained(b, opt)
+}
+
+// retained runs b.N k=10 prompts on one session made with opt and reports
+// the heap it keeps per step (see BenchmarkRetainedLoopchart).
+func retained(b *testing.B, opt agentsvc.Options) {
 	const k = 10
 	ctx := context.Background()
-	svc, err := agentsvc.New(lcOptions(k))
+	svc, err := agentsvc.New(opt)
 	if err != nil {
 		b.Fatal(err)
 	}
