@@ -486,8 +486,19 @@ func (e *Engine) stop(err error) {
 	}
 	e.stopAll(err)
 	e.cancelAll(err)
+	e.disarm()
 	e.feed.Close()
 	close(e.done)
+}
+
+// disarm stops the timer of the spare stream watchdog, which a real clock
+// leaves armed from one request to the next (a request still running
+// when the session stopped leaves its watchdog's timer armed until it
+// comes due, and then it stops: it finds no request to watch).
+func (e *Engine) disarm() {
+	if w := e.dog.Swap(nil); w != nil {
+		w.disarm()
+	}
 }
 
 func (e *Engine) stopErr() error {

@@ -206,17 +206,30 @@ const (
 // on this goroutine) is never silence.
 //
 // A watchdog is kept with its pooled run state for the next request; on
-// the real clock it keeps its timer too, re-armed with Reset, so a
-// request costs no allocation for it. Watchdogs are never shared: a
-// callback that runs late only ever finds its own watchdog, ended, and
-// does nothing; a watchdog whose callback may still run is not reused.
+// the real clock it keeps its timer too, and the timer is not stopped
+// when a request ends: it stays armed for the next request, which
+// re-arms it only when it would come due later than the request needs
+// (a timer that comes due early re-arms itself, above). So a request on
+// the real clock costs no timer operation at all while requests follow
+// each other within ChunkTimeout; a timer that comes due with no request
+// being watched just stops, and Close stops one still armed. Watchdogs
+// are never shared: a callback that runs late only ever finds its own
+// watchdog, ended (it does nothing) or watching a later request of the
+// same engine (which it serves as its own timer would). On another clock
+// a request's timer is stopped when it ends, and a watchdog whose
+// callback may still run is not reused.
 type watchdog struct {
 	mu   sync.Mutex
 	fire func() // expire, bound once
 	// timer is the request's timer; real is set when the real clock made
-	// it (a *time.Timer, re-armed with Reset).
-	timer clock.Timer
-	real  bool
+	// it (a *time.Timer, re-armed with Reset and left armed from one
+	// request to the next: pending says it is armed, due when it comes
+	// due, on the monotonic clock). arms counts the times it was armed.
+	timer   clock.Timer
+	real    bool
+	pending bool
+	due     time.Time
+	arms    uint64
 	// The request's clock, limits and context; since is its start, then
 	// when its last part was handled. On the real clock (mono) since
 	// stays the start and elapsed is how long after it the last part was
@@ -260,17 +273,24 @@ func (r *modelRun) watch() *watchdog {
 	w.since, w.elapsed, w.state, w.parts, w.busy, w.err = r.last, 0, watchArmed, false, false, nil
 	w.mono = opt.Clock == realClock
 	if w.real && opt.Clock != realClock { // (a clock of another type compares unequal)
-		w.timer, w.real = nil, false
+		w.timer.Stop()
+		w.timer, w.real, w.pending = nil, false, false
 	}
-	w.arm(min(w.first, w.chunk))
+	d := min(w.first, w.chunk)
+	if w.real && w.pending && !w.due.After(w.since.Add(d)) {
+		return w // armed by an earlier request, due no later than this one needs
+	}
+	w.arm(w.since, d)
 	return w
 }
 
-// arm sets the timer d from now; w.mu is held and the timer is not
-// pending.
-func (w *watchdog) arm(d time.Duration) {
+// arm sets the timer d from now (the time it was read at); w.mu is held,
+// and on a clock other than the real one the timer is not pending.
+func (w *watchdog) arm(now time.Time, d time.Duration) {
+	w.arms++
 	if w.real {
 		w.timer.(*time.Timer).Reset(d)
+		w.pending, w.due = true, now.Add(d)
 		return
 	}
 	w.timer = w.clk.AfterFunc(d, w.fire)
@@ -278,6 +298,7 @@ func (w *watchdog) arm(d time.Duration) {
 	if _, ok := w.timer.(*time.Timer); !ok {
 		w.real = false
 	}
+	w.pending, w.due = w.real, now.Add(d)
 }
 
 // part records that a part arrived.
@@ -303,6 +324,14 @@ func (w *watchdog) handled() {
 	w.mu.Unlock()
 }
 
+// now reads the request's clock (the real one: time.Now). w.mu is held.
+func (w *watchdog) now() time.Time {
+	if w.mono {
+		return time.Now()
+	}
+	return w.clk.Now()
+}
+
 // silence returns how long it has been since the last part was handled
 // (since the start before the first). w.mu is held.
 func (w *watchdog) silence() time.Duration {
@@ -317,8 +346,9 @@ func (w *watchdog) silence() time.Duration {
 func (w *watchdog) expire() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.pending = false // this call is the timer's: it comes due again only if re-armed
 	if w.state != watchArmed {
-		return
+		return // no request is watched: the timer stops
 	}
 	limit := w.chunk
 	if !w.parts {
@@ -329,7 +359,7 @@ func (w *watchdog) expire() {
 		left -= max(w.silence(), 0)
 	}
 	if left > 0 {
-		w.arm(min(left, w.chunk))
+		w.arm(w.now(), min(left, w.chunk))
 		return
 	}
 	w.state = watchFired
@@ -345,8 +375,10 @@ func (w *watchdog) expire() {
 
 // end disarms w once its request's stream has ended. It returns the error
 // w cut the stream with (nil if it did not), and whether w may serve
-// another request: not when its timer fired and the callback has yet to
-// run (it will find w ended and do nothing).
+// another request: on a clock other than the real one, not when its timer
+// fired and the callback has yet to run (it will find w ended and do
+// nothing). A real timer is left armed for the next request (see
+// watchdog).
 func (w *watchdog) end() (*vocab.Error, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -355,7 +387,21 @@ func (w *watchdog) end() (*vocab.Error, bool) {
 	if fired {
 		return w.err, true
 	}
+	if w.real {
+		return nil, true
+	}
 	return nil, w.timer.Stop()
+}
+
+// disarm stops w's timer for good: its engine has stopped.
+func (w *watchdog) disarm() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.state, w.cancel, w.clk = watchEnded, nil, nil
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.pending = false
 }
 
 func (e *Engine) jitter() float64 {

@@ -99,6 +99,7 @@ func (e *Engine) Unload() (Resume, bool) {
 	e.spare = nil
 	e.mu.Unlock()
 	e.stopAll(errUnloaded)
+	e.disarm()
 	e.feed.Close()
 	close(e.done)
 	return r, true

@@ -484,3 +484,116 @@ func TestWatchdogRealClockChunk(t *testing.T) {
 		t.Fatalf("the stalled stream was cut with %v, want the chunk timeout's llm.stream_idle", cause)
 	}
 }
+
+// On the real clock a request does not stop its watchdog's timer: the
+// next request finds it armed and, when it comes due no later than the
+// request needs, leaves it so. 20 prompts in a row arm it once; Close
+// stops it.
+func TestWatchdogRealClockArmedOnce(t *testing.T) {
+	e, err := New(Options{Provider: answering("done"), IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	for i := range 20 {
+		if res, err := e.Run(ctx, vocab.UserText("hi")); err != nil || res.Kind != vocab.PromptCompleted {
+			t.Fatalf("prompt %d ended %s %v", i, res, err)
+		}
+	}
+	w := e.dog.Load()
+	if w == nil {
+		t.Fatal("no spare watchdog after the prompts")
+	}
+	w.mu.Lock()
+	arms, pending := w.arms, w.pending
+	w.mu.Unlock()
+	if arms != 1 || !pending {
+		t.Fatalf("the watchdog armed its timer %d times for 20 requests (pending %v), want once, still pending", arms, pending)
+	}
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pending || w.timer.Stop() {
+		t.Fatal("the watchdog's timer is still armed after Close")
+	}
+}
+
+// A request that needs the timer sooner than the armed one comes due
+// re-arms it; one that needs it later does not (the timer, due early,
+// re-arms itself for what is left).
+func TestWatchdogRealClockDue(t *testing.T) {
+	e := &Engine{opt: Options{Clock: realClock, FirstTokenTimeout: time.Hour, ChunkTimeout: 2 * time.Hour}}
+	wk := &worker{ctx: &workCtx{}}
+	var w *watchdog
+	watch := func(first time.Duration) {
+		t.Helper()
+		e.opt.FirstTokenTimeout = first
+		r := &modelRun{e: e, wk: wk, last: time.Now(), dog: w}
+		w = r.watch()
+		if _, reuse := w.end(); !reuse {
+			t.Fatal("a real-clock watchdog not reusable after its request")
+		}
+	}
+	defer func() { w.disarm() }()
+	for _, tc := range []struct {
+		first time.Duration
+		arms  uint64
+	}{
+		{time.Hour, 1},     // the first request arms it
+		{time.Hour, 1},     // due about when the next one needs it: left armed
+		{2 * time.Hour, 1}, // due before: left armed (it re-arms itself when due)
+		{time.Minute, 2},   // due after: re-armed
+		{time.Minute, 2},   // and kept
+		{time.Second, 3},   // sooner again
+		{10 * time.Hour, 3},
+	} {
+		watch(tc.first)
+		if w.arms != tc.arms || !w.pending {
+			t.Fatalf("first-token timeout %v: armed %d times (pending %v), want %d", tc.first, w.arms, w.pending, tc.arms)
+		}
+	}
+	if w.due.After(time.Now().Add(time.Second)) {
+		t.Fatalf("due %v, want within the second-long timeout of the last re-arm", time.Until(w.due))
+	}
+}
+
+// On the real clock a stalled request right after a quick one is cut by
+// the timer the quick one left armed: it comes due early for the stalled
+// request, re-arms itself for what is left, then cuts it (first-token
+// timeout), and the retry answers.
+func TestWatchdogRealClockStallAfterQuick(t *testing.T) {
+	var calls atomic.Int32
+	prov := providerFunc(func(ctx context.Context, _ vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+		n := calls.Add(1)
+		return func(yield func(vocab.StreamPart, error) bool) {
+			if n%2 == 0 { // every second request stalls
+				<-ctx.Done()
+				return
+			}
+			answer("done")(yield)
+		}
+	})
+	e, err := New(Options{Provider: prov, IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 },
+		FirstTokenTimeout: 20 * time.Millisecond, ChunkTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := e.Close(testCtx(t)); err != nil {
+			t.Error(err)
+		}
+	}()
+	ctx := testCtx(t)
+	for i := range 4 {
+		res, err := e.Run(ctx, vocab.UserText("hi"))
+		if err != nil || res.Kind != vocab.PromptCompleted {
+			t.Fatalf("prompt %d ended %s %v", i, res, err)
+		}
+	}
+	// Prompt 1 answers at once; prompts 2-4 each stall, are cut and retried.
+	if n := calls.Load(); n != 7 {
+		t.Fatalf("%d model requests, want 7 (one, then a stalled one and its retry for each of three prompts)", n)
+	}
+}
