@@ -88,8 +88,7 @@ func (e *Engine) BeginClose(ctx context.Context) error {
 // stopper waits for every piece of work to end (or the close deadline),
 // then tells the core the session's work has stopped.
 func (e *Engine) stopper() {
-	all := make(chan struct{})
-	go func() { e.wg.Wait(); close(all) }()
+	all := e.workDone()
 	select {
 	case <-all:
 	case <-e.force:
@@ -103,12 +102,6 @@ func (e *Engine) stopper() {
 	sortStuck(stuck)
 	e.stuck = stuck
 	_ = e.post(&item{in: vocab.Input{Kind: vocab.InStopped, At: e.opt.Clock.Now(), Stuck: stuck}}, nil, nil)
-	if len(stuck) > 0 {
-		// The helper goroutine waits for stuck work; it is the one
-		// goroutine Close cannot end, and the error names its work.
-		return
-	}
-	<-all
 }
 
 func sortStuck(s []vocab.StuckWork) {
@@ -121,10 +114,8 @@ func sortStuck(s []vocab.StuckWork) {
 
 // waitWorkers waits for every piece of work to end, or ctx.
 func (e *Engine) waitWorkers(ctx context.Context) {
-	all := make(chan struct{})
-	go func() { e.wg.Wait(); close(all) }()
 	select {
-	case <-all:
+	case <-e.workDone():
 	case <-ctx.Done():
 	}
 }

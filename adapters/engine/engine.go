@@ -262,8 +262,8 @@ type Engine struct {
 	spawned atomic.Int64
 
 	wmu     sync.Mutex
-	running smallMap[uint64, *worker]
-	wg      sync.WaitGroup // workers and armed timers
+	running smallMap[uint64, *worker] // work and armed timers
+	drained chan struct{}             // made by workDone while work runs; closed when none is left
 	force   chan struct{}  // closed to stop waiting for stuck workers
 	forceMu sync.Once
 	stuck   []vocab.StuckWork

@@ -148,7 +148,6 @@ func (e *Engine) register(w session.Work) *worker {
 	e.wmu.Lock()
 	e.running.Set(w.ID, wk)
 	e.wmu.Unlock()
-	e.wg.Add(1)
 	return wk
 }
 
@@ -198,15 +197,37 @@ func (e *Engine) exec(wk *worker) {
 func (e *Engine) finish(wk *worker) bool {
 	e.wmu.Lock()
 	_, ok := e.running.Take(wk.w.ID)
+	if ok && e.drained != nil && e.running.Len() == 0 {
+		close(e.drained) // the last work ended: wake whoever waits (workDone)
+		e.drained = nil
+	}
 	e.wmu.Unlock()
-	if ok {
-		if wk.ctx != nil {
-			wk.ctx.cancel(nil)
-		}
-		e.wg.Done()
+	if ok && wk.ctx != nil {
+		wk.ctx.cancel(nil)
 	}
 	return ok
 }
+
+// workDone returns a channel closed once no work is registered (work and
+// armed timers; closed already when there is none).
+func (e *Engine) workDone() <-chan struct{} {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	if e.running.Len() == 0 {
+		return closedChan
+	}
+	if e.drained == nil {
+		e.drained = make(chan struct{})
+	}
+	return e.drained
+}
+
+// closedChan is a closed channel.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // report posts the result of wk's work, with wk free for the next piece.
 //
