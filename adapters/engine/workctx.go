@@ -24,12 +24,14 @@ type workCtx struct {
 	// real is the cancellable context once made, stop its cancel func.
 	real context.Context
 	stop context.CancelCauseFunc
-	// cancelled and cause record a cancel that came before real was made.
-	cancelled bool
-	cause     error
-	// state mirrors real != nil (ctxMade) and cancelled (ctxCancelled),
-	// stored under mu after them, so that Err, which a model request asks
-	// for with every part, reads a word instead of taking mu.
+	// cause is the cause of a cancel that came before real was made
+	// (nil: context.Canceled).
+	cause error
+	// state says whether real was made (ctxMade, set under mu after
+	// real) and whether a cancel came before (ctxCancelled). Err, which
+	// a model request asks for with every part, reads it instead of
+	// taking mu, and the cancel of work that ended, whose context nobody
+	// made, is one compare-and-swap from 0.
 	state atomic.Uint32
 }
 
@@ -51,17 +53,32 @@ func (c *workCtx) ctx() context.Context {
 	defer c.mu.Unlock()
 	if c.real == nil {
 		c.real, c.stop = context.WithCancelCause(c.e.workCtx)
-		if c.cancelled {
-			c.stop(c.cause)
-			c.cause = nil
+		for {
+			st := c.state.Load()
+			if st&ctxCancelled != 0 {
+				cause := c.cause
+				if cause == nil {
+					cause = context.Canceled
+				}
+				c.stop(cause)
+				c.cause = nil
+				c.state.Store(st | ctxMade) // a state not 0 changes only under mu
+				break
+			}
+			if c.state.CompareAndSwap(0, ctxMade) {
+				break
+			}
+			// A cancel's compare-and-swap came first: apply it.
 		}
-		c.state.Store(c.state.Load() | ctxMade)
 	}
 	return c.real
 }
 
 // cancel cancels the work with cause (context.Canceled when nil).
 func (c *workCtx) cancel(cause error) {
+	if cause == nil && c.state.CompareAndSwap(0, ctxCancelled) {
+		return // nobody made the context, nor cancelled it: now cancelled
+	}
 	c.mu.Lock()
 	if c.real != nil {
 		stop := c.stop
@@ -69,11 +86,7 @@ func (c *workCtx) cancel(cause error) {
 		stop(cause)
 		return
 	}
-	if !c.cancelled {
-		c.cancelled = true
-		if cause == nil {
-			cause = context.Canceled
-		}
+	if c.state.Load()&ctxCancelled == 0 {
 		c.cause = cause
 		c.state.Store(ctxCancelled)
 	}

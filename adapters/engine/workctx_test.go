@@ -105,3 +105,40 @@ func TestWorkCtxErrConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// A cancel without a cause (work that ended) races a tool making the
+// context behind it: whichever comes first, the context ends up made and
+// cancelled with context.Canceled, its Done closed (checked under -race
+// too). A cancel with a cause after the lock-free one does not change
+// the cause Err reports.
+func TestWorkCtxCancelRacesMake(t *testing.T) {
+	e := &Engine{}
+	e.workCtx = context.WithValue(context.Background(), ctxKey{}, e)
+	for i := range 500 {
+		c := &workCtx{}
+		c.init(e, uint64(i))
+		start := make(chan struct{})
+		made := make(chan (<-chan struct{}))
+		go func() {
+			<-start
+			made <- c.Done()
+		}()
+		close(start)
+		c.cancel(nil)
+		if i%4 == 0 {
+			c.cancel(errors.New("later"))
+		}
+		done := <-made
+		select {
+		case <-done:
+		default:
+			t.Fatalf("round %d: the context made while it was cancelled is not done", i)
+		}
+		if !errors.Is(c.Err(), context.Canceled) {
+			t.Fatalf("round %d: Err %v", i, c.Err())
+		}
+		if cause := context.Cause(c); cause != context.Canceled {
+			t.Fatalf("round %d: cause %v, want context.Canceled (the first cancel's)", i, cause)
+		}
+	}
+}
