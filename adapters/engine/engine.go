@@ -264,7 +264,7 @@ type Engine struct {
 	wmu     sync.Mutex
 	running smallMap[uint64, *worker] // work and armed timers
 	drained chan struct{}             // made by workDone while work runs; closed when none is left
-	force   chan struct{}  // closed to stop waiting for stuck workers
+	force   chan struct{}             // closed to stop waiting for stuck workers
 	forceMu sync.Once
 	stuck   []vocab.StuckWork
 	done    chan struct{} // closed when the session has stopped
