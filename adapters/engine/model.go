@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loopchart/loopchart/adapters/clock"
@@ -245,6 +246,29 @@ type watchdog struct {
 	parts        bool // a part has arrived
 	busy         bool // a part is being handled
 	err          *vocab.Error
+	// seen holds elapsed, parts and busy on the real clock (mono), as
+	// elapsed<<2 | busy<<1 | parts: a part is recorded with one atomic
+	// store, not a lock and an unlock (three parts a step), and the
+	// timer's callback reads it (see state).
+	seen atomic.Uint64
+}
+
+// The bits of watchdog.seen below the elapsed time.
+const (
+	seenParts = 1 << iota
+	seenBusy
+	seenShift = iota
+)
+
+// progress returns whether a part arrived, whether one is being
+// handled, and (on the real clock) when after the start the last one was
+// handled. w.mu is held.
+func (w *watchdog) progress() (parts, busy bool, elapsed time.Duration) {
+	if w.mono {
+		v := w.seen.Load()
+		return v&seenParts != 0, v&seenBusy != 0, time.Duration(v >> seenShift)
+	}
+	return w.parts, w.busy, w.elapsed
 }
 
 type watchState uint8
@@ -271,6 +295,7 @@ func (r *modelRun) watch() *watchdog {
 	defer w.mu.Unlock()
 	w.clk, w.first, w.chunk, w.cancel = opt.Clock, opt.FirstTokenTimeout, opt.ChunkTimeout, r.wk.ctx
 	w.since, w.elapsed, w.state, w.parts, w.busy, w.err = r.last, 0, watchArmed, false, false, nil
+	w.seen.Store(0)
 	w.mono = opt.Clock == realClock
 	if w.real && opt.Clock != realClock { // (a clock of another type compares unequal)
 		w.timer.Stop()
@@ -303,6 +328,10 @@ func (w *watchdog) arm(now time.Time, d time.Duration) {
 
 // part records that a part arrived.
 func (w *watchdog) part() {
+	if w.mono {
+		w.seen.Or(seenParts | seenBusy)
+		return
+	}
 	w.mu.Lock()
 	w.parts, w.busy = true, true
 	w.mu.Unlock()
@@ -312,10 +341,7 @@ func (w *watchdog) part() {
 // before the next one starts now.
 func (w *watchdog) handled() {
 	if w.mono {
-		d := time.Since(w.since)
-		w.mu.Lock()
-		w.elapsed, w.parts, w.busy = d, true, false
-		w.mu.Unlock()
+		w.seen.Store(uint64(max(time.Since(w.since), 0))<<seenShift | seenParts)
 		return
 	}
 	now := w.clk.Now()
@@ -333,10 +359,11 @@ func (w *watchdog) now() time.Time {
 }
 
 // silence returns how long it has been since the last part was handled
-// (since the start before the first). w.mu is held.
-func (w *watchdog) silence() time.Duration {
+// (since the start before the first; elapsed as progress reported it).
+// w.mu is held.
+func (w *watchdog) silence(elapsed time.Duration) time.Duration {
 	if w.mono {
-		return time.Since(w.since) - w.elapsed
+		return time.Since(w.since) - elapsed
 	}
 	return w.clk.Now().Sub(w.since)
 }
@@ -350,20 +377,21 @@ func (w *watchdog) expire() {
 	if w.state != watchArmed {
 		return // no request is watched: the timer stops
 	}
+	parts, busy, elapsed := w.progress()
 	limit := w.chunk
-	if !w.parts {
+	if !parts {
 		limit = w.first
 	}
 	left := limit
-	if !w.busy {
-		left -= max(w.silence(), 0)
+	if !busy {
+		left -= max(w.silence(elapsed), 0)
 	}
 	if left > 0 {
 		w.arm(w.now(), min(left, w.chunk))
 		return
 	}
 	w.state = watchFired
-	if w.parts {
+	if parts {
 		w.err = &vocab.Error{Code: vocab.CodeStreamIdle, Retryable: true,
 			Message: fmt.Sprintf("the reply stalled: no part for %v (chunk timeout)", limit)}
 	} else {
