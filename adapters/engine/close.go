@@ -93,12 +93,12 @@ func (e *Engine) stopper() {
 	case <-all:
 	case <-e.force:
 	}
-	e.wmu.Lock()
+	e.mu.Lock()
 	var stuck []vocab.StuckWork
 	e.running.Each(func(id uint64, wk *worker) {
 		stuck = append(stuck, vocab.StuckWork{Work: id, What: wk.what()})
 	})
-	e.wmu.Unlock()
+	e.mu.Unlock()
 	sortStuck(stuck)
 	e.stuck = stuck
 	_ = e.post(&item{in: vocab.Input{Kind: vocab.InStopped, At: e.opt.Clock.Now(), Stuck: stuck}}, nil, nil)

@@ -261,10 +261,13 @@ type Engine struct {
 
 	spawned atomic.Int64
 
-	wmu     sync.Mutex
-	running smallMap[uint64, *worker] // work and armed timers
-	drained chan struct{}             // made by workDone while work runs; closed when none is left
-	force   chan struct{}             // closed to stop waiting for stuck workers
+	// running is the work started and not finished, armed timers
+	// included; drained is made by workDone while work runs and closed
+	// when none is left. Both are under mu: a worker's result is posted
+	// and the worker finished in one hold of it (see post).
+	running smallMap[uint64, *worker]
+	drained chan struct{}
+	force   chan struct{} // closed to stop waiting for stuck workers
 	forceMu sync.Once
 	stuck   []vocab.StuckWork
 	done    chan struct{} // closed when the session has stopped
@@ -632,7 +635,8 @@ type Stats struct {
 // Stats returns the lane's counters.
 func (e *Engine) Stats() Stats {
 	var st Stats
-	e.wmu.Lock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.running.Each(func(_ uint64, wk *worker) {
 		switch wk.w.Kind {
 		case session.WorkMaintenance:
@@ -643,9 +647,6 @@ func (e *Engine) Stats() Stats {
 			st.Workers++
 		}
 	})
-	e.wmu.Unlock()
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	st.Driving, st.Queued = e.driving, len(e.box)
 	st.Spawned = e.spawned.Load()
 	return st

@@ -97,26 +97,35 @@ func (e *Engine) post(it *item, self *worker, done *worker) error {
 		// pointers copied or cleared into the heap costs a write barrier).
 		// What others post meanwhile makes the next batch, as it would
 		// had the item been queued and taken alone.
-		if done != nil {
-			e.finish(done)
-		}
 		e.driving = true
-		e.mu.Unlock()
+		e.release(done)
 		e.drive(self, it)
 		return nil
 	}
 	e.box = append(e.box, *it)
-	if done != nil {
-		e.finish(done)
-	}
 	if e.driving {
-		e.mu.Unlock()
+		e.release(done)
 		return nil
 	}
 	e.driving = true
-	e.mu.Unlock()
+	e.release(done)
 	e.drive(self, nil)
 	return nil
+}
+
+// release unlocks mu (held), first finishing done (when not nil), whose
+// result was just posted: the same hold of the lock takes it off the
+// running work (forget); its context is cancelled after.
+func (e *Engine) release(done *worker) {
+	if done == nil {
+		e.mu.Unlock()
+		return
+	}
+	ok := e.forget(done)
+	e.mu.Unlock()
+	if ok && done.ctx != nil {
+		done.ctx.cancel(nil)
+	}
 }
 
 // drive runs the lane until the mailbox is empty: each batch of inputs is
@@ -518,7 +527,5 @@ func (e *Engine) trimMaps() {
 	if len(e.jobs) == 0 {
 		e.jobs = nil
 	}
-	e.wmu.Lock()
 	e.running.Trim()
-	e.wmu.Unlock()
 }

@@ -68,10 +68,7 @@ func (e *Engine) restingLocked() bool {
 		e.acks.Len() > 0 || e.prompts.Len() > 0 || len(e.jobs) > 0 {
 		return false
 	}
-	e.wmu.Lock()
-	n := e.running.Len()
-	e.wmu.Unlock()
-	return n == 0
+	return e.running.Len() == 0
 }
 
 // Unload stops a resting session (see Resting) without closing it: the

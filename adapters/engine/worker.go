@@ -23,7 +23,7 @@ import (
 // for a tool call its tools.RunCtx and result) is an allocation of its
 // own, made for each piece of work and never reused. Once a worker is
 // finished, no code outside its owner reads it: the lane reads a
-// registered worker's fields under wmu (cancelWork, cancelAll), and a
+// registered worker's fields under mu (cancelWork, cancelAll), and a
 // finished worker is no longer registered. A timer's worker is never
 // recycled: its callback keeps it.
 type worker struct {
@@ -34,7 +34,7 @@ type worker struct {
 	tool  *toolCtx
 	timer clock.Timer
 	job   *job
-	// cancelled is set (under wmu) when the core cancelled the work and
+	// cancelled is set (under mu) when the core cancelled the work and
 	// no longer waits for its result (model requests and hooks); the
 	// worker's own goroutine reads it without the lock as it reports.
 	cancelled atomic.Bool
@@ -145,9 +145,9 @@ func (e *Engine) register(w session.Work) *worker {
 	if wk.ctx != nil {
 		wk.ctx.init(e, w.ID)
 	}
-	e.wmu.Lock()
+	e.mu.Lock()
 	e.running.Set(w.ID, wk)
-	e.wmu.Unlock()
+	e.mu.Unlock()
 	return wk
 }
 
@@ -195,15 +195,23 @@ func (e *Engine) exec(wk *worker) {
 // finish forgets work that ended; it reports false when it was already
 // forgotten.
 func (e *Engine) finish(wk *worker) bool {
-	e.wmu.Lock()
+	e.mu.Lock()
+	ok := e.forget(wk)
+	e.mu.Unlock()
+	if ok && wk.ctx != nil {
+		wk.ctx.cancel(nil)
+	}
+	return ok
+}
+
+// forget is finish's part under mu (held): it takes wk off the running
+// work and reports whether it was there; the caller then cancels its
+// context.
+func (e *Engine) forget(wk *worker) bool {
 	_, ok := e.running.Take(wk.w.ID)
 	if ok && e.drained != nil && e.running.Len() == 0 {
 		close(e.drained) // the last work ended: wake whoever waits (workDone)
 		e.drained = nil
-	}
-	e.wmu.Unlock()
-	if ok && wk.ctx != nil {
-		wk.ctx.cancel(nil)
 	}
 	return ok
 }
@@ -211,8 +219,8 @@ func (e *Engine) finish(wk *worker) bool {
 // workDone returns a channel closed once no work is registered (work and
 // armed timers; closed already when there is none).
 func (e *Engine) workDone() <-chan struct{} {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.running.Len() == 0 {
 		return closedChan
 	}
@@ -247,9 +255,9 @@ func (e *Engine) report(wk *worker, in vocab.Input) {
 // cancelWork cancels work the core gave up on (or, for tools and jobs,
 // asked to stop: their results still count).
 func (e *Engine) cancelWork(w session.Work) {
-	// The worker's fields are read while it is registered (under wmu):
+	// The worker's fields are read while it is registered (under mu):
 	// once finished, its owner may recycle it.
-	e.wmu.Lock()
+	e.mu.Lock()
 	wk, _ := e.running.Get(w.ID)
 	var ctx *workCtx
 	var timer clock.Timer
@@ -259,7 +267,7 @@ func (e *Engine) cancelWork(w session.Work) {
 		}
 		ctx, timer = wk.ctx, wk.timer
 	}
-	e.wmu.Unlock()
+	e.mu.Unlock()
 	if wk == nil {
 		return
 	}
@@ -281,13 +289,13 @@ func (e *Engine) cancelWork(w session.Work) {
 // cancelAll cancels every piece of work (the session stopped).
 func (e *Engine) cancelAll(cause error) {
 	// As in cancelWork, a worker is read while registered: its context
-	// is taken under wmu. Timers' workers are never recycled (their
+	// is taken under mu. Timers' workers are never recycled (their
 	// timer is armed by launch, after they were registered).
 	type cancel struct {
 		timer *worker
 		ctx   *workCtx
 	}
-	e.wmu.Lock()
+	e.mu.Lock()
 	var all []cancel
 	e.running.Each(func(_ uint64, wk *worker) {
 		wk.cancelled.Store(true)
@@ -297,7 +305,7 @@ func (e *Engine) cancelAll(cause error) {
 			all = append(all, cancel{ctx: wk.ctx})
 		}
 	})
-	e.wmu.Unlock()
+	e.mu.Unlock()
 	for _, c := range all {
 		if wk := c.timer; wk != nil {
 			if wk.timer != nil && wk.timer.Stop() {
