@@ -414,6 +414,25 @@ func TestWatchdogOff(t *testing.T) {
 	})
 }
 
+// realClockEngine starts an engine on the real clock with prov and the
+// watchdog's limits, closed when the test ends.
+func realClockEngine(t *testing.T, prov vocab.Provider, first, chunk time.Duration) *Engine {
+	t.Helper()
+	e, err := New(Options{Provider: prov, IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 },
+		FirstTokenTimeout: first, ChunkTimeout: chunk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := e.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return e
+}
+
 // On the real clock the watchdog's timer is a time.Timer, re-armed with
 // Reset from one request to the next; a stalled first request is cut and
 // retried.
@@ -422,16 +441,7 @@ func TestWatchdogRealClock(t *testing.T) {
 	prov := stallThenAnswer(&calls, func(ctx context.Context, _ func(vocab.StreamPart, error) bool) {
 		<-ctx.Done()
 	})
-	e, err := New(Options{Provider: prov, IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 },
-		FirstTokenTimeout: 20 * time.Millisecond, ChunkTimeout: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := e.Close(testCtx(t)); err != nil {
-			t.Error(err)
-		}
-	}()
+	e := realClockEngine(t, prov, 20*time.Millisecond, 20*time.Millisecond)
 	ctx := testCtx(t)
 	for i := range 3 {
 		p, err := e.Submit(vocab.UserText("hi"))
@@ -462,16 +472,7 @@ func TestWatchdogRealClockChunk(t *testing.T) {
 			causes <- context.Cause(ctx)
 		}
 	})
-	e, err := New(Options{Provider: prov, IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 },
-		FirstTokenTimeout: time.Hour, ChunkTimeout: 30 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := e.Close(testCtx(t)); err != nil {
-			t.Error(err)
-		}
-	}()
+	e := realClockEngine(t, prov, time.Hour, 30*time.Millisecond)
 	p, err := e.Submit(vocab.UserText("hi"))
 	if err != nil {
 		t.Fatal(err)
@@ -575,16 +576,7 @@ func TestWatchdogRealClockStallAfterQuick(t *testing.T) {
 			answer("done")(yield)
 		}
 	})
-	e, err := New(Options{Provider: prov, IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 },
-		FirstTokenTimeout: 20 * time.Millisecond, ChunkTimeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := e.Close(testCtx(t)); err != nil {
-			t.Error(err)
-		}
-	}()
+	e := realClockEngine(t, prov, 20*time.Millisecond, time.Hour)
 	ctx := testCtx(t)
 	for i := range 4 {
 		res, err := e.Run(ctx, vocab.UserText("hi"))
