@@ -220,8 +220,11 @@ var machines = sync.Pool{New: func() any { return session.NewMachines() }}
 // Engine runs one session. All methods are safe for concurrent use.
 type Engine struct {
 	// dog is a spare stream watchdog for this engine's next model request
-	// (see runModel).
+	// (see runModel). halted is set once the session stopped (stop,
+	// Unload), before the spare's timer is stopped: a request that puts
+	// its watchdog back after that stops the timer itself.
 	dog     atomic.Pointer[watchdog]
+	halted  atomic.Bool
 	opt     Options
 	session vocab.ID
 	log     *slog.Logger

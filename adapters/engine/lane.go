@@ -495,15 +495,17 @@ func (e *Engine) stop(err error) {
 	}
 	e.stopAll(err)
 	e.cancelAll(err)
+	e.halted.Store(true)
 	e.disarm()
 	e.feed.Close()
 	close(e.done)
 }
 
 // disarm stops the timer of the spare stream watchdog, which a real clock
-// leaves armed from one request to the next (a request still running
-// when the session stopped leaves its watchdog's timer armed until it
-// comes due, and then it stops: it finds no request to watch).
+// leaves armed from one request to the next. A request hands its
+// watchdog back before it posts its result (giveBack), so when the
+// session stops after its work ended the spare is there; one that hands
+// it back after the stop (halted) stops it itself.
 func (e *Engine) disarm() {
 	if w := e.dog.Swap(nil); w != nil {
 		w.disarm()

@@ -32,9 +32,7 @@ func (e *Engine) runModel(wk *worker) {
 	r := modelRuns.Get().(*modelRun)
 	*r = modelRun{e: e, wk: wk, last: e.opt.Clock.Now(), dog: e.dog.Swap(nil), gen: r.gen}
 	defer func() {
-		if r.dog != nil {
-			e.dog.Store(r.dog)
-		}
+		r.giveBack()
 		*r = modelRun{gen: r.gen}
 		modelRuns.Put(r)
 	}()
@@ -48,6 +46,7 @@ func (e *Engine) runModel(wk *worker) {
 		if !reuse {
 			r.dog = nil
 		}
+		r.giveBack()
 		// A stream the watchdog cut failed for that, whatever the provider
 		// made of its cancelled context (a panic stays a bug).
 		if idle != nil && vocab.CodeOf(r.fail) != vocab.CodeInternal {
@@ -71,6 +70,23 @@ func (e *Engine) runModel(wk *worker) {
 		usage vocab.Usage
 	}{r.a.Take(), r.a.Usage()} // the request is over: its parts are the reply's
 	e.report(wk, vocab.Input{Kind: vocab.InModelDone, Reply: &done.reply, Finish: r.a.Finish(), Usage: &done.usage})
+}
+
+// giveBack hands the run's watchdog back to its engine for the next
+// request, before the request's result is posted: once the result is in,
+// the session may stop, and its stop stops the spare watchdog's timer. A
+// session that stopped meanwhile (a failed append stops it while work
+// runs) has its spare's timer stopped here.
+func (r *modelRun) giveBack() {
+	if r.dog == nil {
+		return
+	}
+	e := r.e
+	e.dog.Store(r.dog)
+	r.dog = nil
+	if e.halted.Load() {
+		e.disarm()
+	}
 }
 
 // modelRuns holds spare request states (see runModel).

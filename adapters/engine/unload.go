@@ -96,6 +96,7 @@ func (e *Engine) Unload() (Resume, bool) {
 	e.spare = nil
 	e.mu.Unlock()
 	e.stopAll(errUnloaded)
+	e.halted.Store(true)
 	e.disarm()
 	e.feed.Close()
 	close(e.done)

@@ -589,3 +589,66 @@ func TestWatchdogRealClockStallAfterQuick(t *testing.T) {
 		t.Fatalf("%d model requests, want 7 (one, then a stalled one and its retry for each of three prompts)", n)
 	}
 }
+
+// A request in flight when the session closes hands its watchdog back
+// before its result is posted, so Close stops the timer the earlier
+// request left armed; a request that hands it back only after the session
+// stopped (a stuck one, released after Close gave up on it) stops it
+// itself. Either way no timer is left armed.
+func TestWatchdogRealClockCloseInFlight(t *testing.T) {
+	for _, stuck := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stuck=%v", stuck), func(t *testing.T) {
+			var calls atomic.Int32
+			blocked, release := make(chan struct{}), make(chan struct{})
+			prov := providerFunc(func(ctx context.Context, _ vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+				n := calls.Add(1)
+				return func(yield func(vocab.StreamPart, error) bool) {
+					if n == 2 { // the second prompt's request blocks
+						close(blocked)
+						if stuck {
+							<-release // ignoring its context
+						} else {
+							<-ctx.Done()
+						}
+						return
+					}
+					answer("done")(yield)
+				}
+			})
+			e, err := New(Options{Provider: prov, IDs: &vocab.SeqSource{}, Jitter: func() float64 { return 0 }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := testCtx(t)
+			if res, err := e.Run(ctx, vocab.UserText("hi")); err != nil || res.Kind != vocab.PromptCompleted {
+				t.Fatalf("first prompt ended %s %v", res, err)
+			}
+			w := e.dog.Load()
+			if w == nil {
+				t.Fatal("no spare watchdog after the first prompt")
+			}
+			if _, err := e.Submit(vocab.UserText("again")); err != nil {
+				t.Fatal(err)
+			}
+			<-blocked
+			if !stuck {
+				if err := e.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+				defer cancel()
+				if err := e.Close(cctx); vocab.CodeOf(err) != vocab.CodeStuck {
+					t.Fatalf("Close with a stuck request: %v, want code %s", err, vocab.CodeStuck)
+				}
+				close(release)
+				<-e.workDone() // the request handed its watchdog back before it finished
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if w.pending || w.timer.Stop() {
+				t.Fatal("the watchdog's timer is still armed once the session stopped")
+			}
+		})
+	}
+}
