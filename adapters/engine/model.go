@@ -241,15 +241,18 @@ type watchdog struct {
 	// timer is the request's timer; real is set when the real clock made
 	// it (a *time.Timer, re-armed with Reset and left armed from one
 	// request to the next: pending says it is armed, due when it comes
-	// due, on the monotonic clock). arms counts the times it was armed.
+	// due, on the monotonic clock). arms counts the times it was armed
+	// (tests read it).
 	timer   clock.Timer
 	real    bool
 	pending bool
 	due     time.Time
 	arms    uint64
 	// The request's clock, limits and context; since is its start, then
-	// when its last part was handled. On the real clock (mono) since
-	// stays the start and elapsed is how long after it the last part was
+	// (on a clock other than the real one) when its last part was
+	// handled, and parts, busy and elapsed its progress. On the real
+	// clock (mono) since stays the start and the progress is in seen,
+	// whose elapsed time is how long after the start the last part was
 	// handled: the monotonic clock alone is read (time.Since), half the
 	// cost of time.Now, which reads the wall clock too.
 	clk          clock.Clock
@@ -262,10 +265,10 @@ type watchdog struct {
 	parts        bool // a part has arrived
 	busy         bool // a part is being handled
 	err          *vocab.Error
-	// seen holds elapsed, parts and busy on the real clock (mono), as
+	// seen holds the progress on the real clock (mono), as
 	// elapsed<<2 | busy<<1 | parts: a part is recorded with one atomic
 	// store, not a lock and an unlock (three parts a step), and the
-	// timer's callback reads it (see state).
+	// timer's callback reads it (see progress).
 	seen atomic.Uint64
 }
 
