@@ -92,17 +92,20 @@ func (f *Feed) Publish(batch []vocab.Event) {
 		return
 	}
 	published := false
+	if f.resident {
+		// The backing log holds every event: only the last seq moves, to
+		// the batch's last (a batch is in order).
+		if n := len(batch); n > 0 && batch[n-1].Seq > f.last {
+			f.last, published = batch[n-1].Seq, true
+		}
+		batch = nil
+	}
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Seq <= f.last {
 			continue
 		}
 		published = true
-		if f.resident {
-			// The backing log holds every event: only the last seq moves.
-			f.last = ev.Seq
-			continue
-		}
 		if ev.Seq != f.last+1 {
 			clear(f.ring) // drop the old window and its payloads
 			f.head, f.n = 0, 0
