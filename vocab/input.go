@@ -152,8 +152,6 @@ func (in Input) EventKind() EventKind {
 	return EventKind("input/" + string(in.Kind))
 }
 
-// inputKinds holds the event kind of every known input kind, so that
-// recording an input costs no string concatenation.
 // The kinds EventKind finds without the map: the map's own strings, so
 // that an event's kind is the same string whichever way it was found.
 var (
@@ -161,6 +159,8 @@ var (
 	eventToolDone  = inputKinds[InToolDone]
 )
 
+// inputKinds holds the event kind of every known input kind, so that
+// recording an input costs no string concatenation.
 var inputKinds = func() map[InputKind]EventKind {
 	m := map[InputKind]EventKind{}
 	for _, k := range []InputKind{InSubmit, InSteer, InInject, InNotify, InRemind, InWithdraw, InCancel, InPause, InContinue,

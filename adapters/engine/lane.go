@@ -113,21 +113,6 @@ func (e *Engine) post(it *item, self *worker, done *worker) error {
 	return nil
 }
 
-// release unlocks mu (held), first finishing done (when not nil), whose
-// result was just posted: the same hold of the lock takes it off the
-// running work (forget); its context is cancelled after.
-func (e *Engine) release(done *worker) {
-	if done == nil {
-		e.mu.Unlock()
-		return
-	}
-	ok := e.forget(done)
-	e.mu.Unlock()
-	if ok && done.ctx != nil {
-		done.ctx.cancel(nil)
-	}
-}
-
 // drive runs the lane until the mailbox is empty: each batch of inputs is
 // stepped into the core, then its Ready carried out. first, when not nil,
 // is the first batch, an input that was not queued (see post); it comes

@@ -248,27 +248,22 @@ type watchdog struct {
 	pending bool
 	due     time.Time
 	arms    uint64
-	// The request's clock, limits and context; since is its start, then
-	// (on a clock other than the real one) when its last part was
-	// handled, and parts, busy and elapsed its progress. On the real
-	// clock (mono) since stays the start and the progress is in seen,
-	// whose elapsed time is how long after the start the last part was
-	// handled: the monotonic clock alone is read (time.Since), half the
-	// cost of time.Now, which reads the wall clock too.
+	// The request's clock, limits and context, and its start (since).
+	// On the real clock (mono) the monotonic clock alone is read
+	// (time.Since), half the cost of time.Now, which reads the wall
+	// clock too.
 	clk          clock.Clock
 	first, chunk time.Duration
 	cancel       *workCtx
 	since        time.Time
-	elapsed      time.Duration
 	mono         bool
 	state        watchState
-	parts        bool // a part has arrived
-	busy         bool // a part is being handled
 	err          *vocab.Error
-	// seen holds the progress on the real clock (mono), as
-	// elapsed<<2 | busy<<1 | parts: a part is recorded with one atomic
-	// store, not a lock and an unlock (three parts a step), and the
-	// timer's callback reads it (see progress).
+	// seen is the request's progress, elapsed<<2 | busy<<1 | parts:
+	// whether a part arrived, whether one is being handled, and how long
+	// after the start the last one was handled. A part is recorded with
+	// one atomic store, not a lock and an unlock (three parts a step),
+	// and the timer's callback reads it (see progress).
 	seen atomic.Uint64
 }
 
@@ -280,14 +275,10 @@ const (
 )
 
 // progress returns whether a part arrived, whether one is being
-// handled, and (on the real clock) when after the start the last one was
-// handled. w.mu is held.
+// handled, and how long after the start the last one was handled.
 func (w *watchdog) progress() (parts, busy bool, elapsed time.Duration) {
-	if w.mono {
-		v := w.seen.Load()
-		return v&seenParts != 0, v&seenBusy != 0, time.Duration(v >> seenShift)
-	}
-	return w.parts, w.busy, w.elapsed
+	v := w.seen.Load()
+	return v&seenParts != 0, v&seenBusy != 0, time.Duration(v >> seenShift)
 }
 
 type watchState uint8
@@ -313,7 +304,7 @@ func (r *modelRun) watch() *watchdog {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.clk, w.first, w.chunk, w.cancel = opt.Clock, opt.FirstTokenTimeout, opt.ChunkTimeout, r.wk.ctx
-	w.since, w.elapsed, w.state, w.parts, w.busy, w.err = r.last, 0, watchArmed, false, false, nil
+	w.since, w.state, w.err = r.last, watchArmed, nil
 	w.seen.Store(0)
 	w.mono = opt.Clock == realClock
 	if w.real && opt.Clock != realClock { // (a clock of another type compares unequal)
@@ -345,28 +336,21 @@ func (w *watchdog) arm(now time.Time, d time.Duration) {
 	w.pending, w.due = w.real, now.Add(d)
 }
 
-// part records that a part arrived.
-func (w *watchdog) part() {
-	if w.mono {
-		w.seen.Or(seenParts | seenBusy)
-		return
-	}
-	w.mu.Lock()
-	w.parts, w.busy = true, true
-	w.mu.Unlock()
-}
+// part records that a part arrived and is being handled.
+func (w *watchdog) part() { w.seen.Or(seenParts | seenBusy) }
 
 // handled records that a part arrived and has been handled: the silence
 // before the next one starts now.
 func (w *watchdog) handled() {
+	w.seen.Store(uint64(max(w.elapsed(), 0))<<seenShift | seenParts)
+}
+
+// elapsed returns the time since the request's start.
+func (w *watchdog) elapsed() time.Duration {
 	if w.mono {
-		w.seen.Store(uint64(max(time.Since(w.since), 0))<<seenShift | seenParts)
-		return
+		return time.Since(w.since)
 	}
-	now := w.clk.Now()
-	w.mu.Lock()
-	w.since, w.parts, w.busy = now, true, false
-	w.mu.Unlock()
+	return w.clk.Now().Sub(w.since)
 }
 
 // now reads the request's clock (the real one: time.Now). w.mu is held.
@@ -375,16 +359,6 @@ func (w *watchdog) now() time.Time {
 		return time.Now()
 	}
 	return w.clk.Now()
-}
-
-// silence returns how long it has been since the last part was handled
-// (since the start before the first; elapsed as progress reported it).
-// w.mu is held.
-func (w *watchdog) silence(elapsed time.Duration) time.Duration {
-	if w.mono {
-		return time.Since(w.since) - elapsed
-	}
-	return w.clk.Now().Sub(w.since)
 }
 
 // expire is the timer's callback: it cuts a stream silent for too long
@@ -403,7 +377,7 @@ func (w *watchdog) expire() {
 	}
 	left := limit
 	if !busy {
-		left -= max(w.silence(elapsed), 0)
+		left -= max(w.elapsed()-elapsed, 0) // the silence since the last part
 	}
 	if left > 0 {
 		w.arm(w.now(), min(left, w.chunk))

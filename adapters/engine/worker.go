@@ -196,22 +196,25 @@ func (e *Engine) exec(wk *worker) {
 // forgotten.
 func (e *Engine) finish(wk *worker) bool {
 	e.mu.Lock()
-	ok := e.forget(wk)
-	e.mu.Unlock()
-	if ok && wk.ctx != nil {
-		wk.ctx.cancel(nil)
-	}
-	return ok
+	return e.release(wk)
 }
 
-// forget is finish's part under mu (held): it takes wk off the running
-// work and reports whether it was there; the caller then cancels its
-// context.
-func (e *Engine) forget(wk *worker) bool {
-	_, ok := e.running.Take(wk.w.ID)
+// release unlocks mu (held), first finishing done (when not nil): the
+// same hold of the lock takes it off the running work; its context is
+// cancelled after. It reports whether done was running.
+func (e *Engine) release(done *worker) bool {
+	if done == nil {
+		e.mu.Unlock()
+		return false
+	}
+	_, ok := e.running.Take(done.w.ID)
 	if ok && e.drained != nil && e.running.Len() == 0 {
 		close(e.drained) // the last work ended: wake whoever waits (workDone)
 		e.drained = nil
+	}
+	e.mu.Unlock()
+	if ok && done.ctx != nil {
+		done.ctx.cancel(nil)
 	}
 	return ok
 }
