@@ -10,12 +10,10 @@ import (
 // whether it is cancelled before or after anything looked at it: Err,
 // Done, Cause, children and AfterFunc, and the engine mark.
 func TestWorkCtx(t *testing.T) {
-	e := &Engine{}
-	e.workCtx = context.WithValue(context.Background(), ctxKey{}, e)
+	e := markedEngine()
 	cause := errors.New("the cause")
 	fresh := func() *workCtx {
-		c := &workCtx{}
-		c.init(e, 1)
+		c := newWorkCtx(e, 1)
 		if c.Err() != nil {
 			t.Fatalf("a new work context is done: %v", c.Err())
 		}
@@ -72,11 +70,9 @@ func TestWorkCtx(t *testing.T) {
 // the context behind it: it never reports a live context done, and it
 // reports it done once cancel returned (checked under -race too).
 func TestWorkCtxErrConcurrent(t *testing.T) {
-	e := &Engine{}
-	e.workCtx = context.WithValue(context.Background(), ctxKey{}, e)
+	e := markedEngine()
 	for i := range 200 {
-		c := &workCtx{}
-		c.init(e, uint64(i))
+		c := newWorkCtx(e, uint64(i))
 		start := make(chan struct{})
 		done := make(chan struct{})
 		go func() {
@@ -112,11 +108,9 @@ func TestWorkCtxErrConcurrent(t *testing.T) {
 // too). A cancel with a cause after the lock-free one does not change
 // the cause Err reports.
 func TestWorkCtxCancelRacesMake(t *testing.T) {
-	e := &Engine{}
-	e.workCtx = context.WithValue(context.Background(), ctxKey{}, e)
+	e := markedEngine()
 	for i := range 500 {
-		c := &workCtx{}
-		c.init(e, uint64(i))
+		c := newWorkCtx(e, uint64(i))
 		start := make(chan struct{})
 		made := make(chan (<-chan struct{}))
 		go func() {
@@ -141,4 +135,19 @@ func TestWorkCtxCancelRacesMake(t *testing.T) {
 			t.Fatalf("round %d: cause %v, want context.Canceled (the first cancel's)", i, cause)
 		}
 	}
+}
+
+// markedEngine returns an engine with only its work context, marked with
+// it (as New makes it).
+func markedEngine() *Engine {
+	e := &Engine{}
+	e.workCtx = context.WithValue(context.Background(), ctxKey{}, e)
+	return e
+}
+
+// newWorkCtx returns the work context of work id of e.
+func newWorkCtx(e *Engine, id uint64) *workCtx {
+	c := &workCtx{}
+	c.init(e, id)
+	return c
 }
