@@ -22,10 +22,11 @@ import (
 // the one before it is full.
 //
 // An event is held as a record of what it does not share with its
-// neighbours (24 bytes instead of a vocab.Event's 112, and two pointers
+// neighbours (16 bytes instead of a vocab.Event's 112, and one pointer
 // instead of six): its sequence number is its position, its session the
 // log's (see session), its time, turn and step (its stamp) and its kind
-// indexes into small tables (an event's id is derived, see vocab.Event.ID).
+// and its payload's type index into small tables, and only its payload's
+// value word is its own (an event's id is derived, see vocab.Event.ID).
 // A whole log holds a record per event it
 // ever took, so this is most of what an in-memory session retains, and
 // of what the garbage collector scans on every cycle.
@@ -46,12 +47,12 @@ type Memory struct {
 	others  map[int]vocab.ID
 	wide    map[int][2]int
 	// stamps and kinds are the distinct stamps (time, turn and step) and
-	// kinds of the events held, which records index (kindCache finds a
-	// kind's index).
+	// pairs of kind and payload type of the events held, which records
+	// index (kindCache finds a kind's index).
 	stamps    [][]stamp // in pages of stampPage (the first grows to it), never copied once full
 	nstamps   int
 	last      stamp // stamps' last entry (when nstamps > 0), compared without finding its page
-	kinds     []vocab.EventKind
+	kinds     []kindType
 	kindCache *[64]kindSlot // made on the first append
 
 	// Failure injection (FailAfter).
@@ -66,7 +67,7 @@ var (
 )
 
 const (
-	// chunkSize is the number of events in a full chunk (about 60 KB).
+	// chunkSize is the number of events in a full chunk (8 KB of records).
 	chunkSize = 512
 	// firstChunkCap is the room of the first chunk; each next one has
 	// twice as much, up to chunkSize.
@@ -78,13 +79,28 @@ const (
 
 // record is an event as Memory holds it (see Memory). Its stamp and kind
 // are indexes into the log's tables (the events of a step share their
-// time, turn and step, and kinds are few), so the collector, which visits
-// every record of a log on each of its cycles, finds two pointers in it
-// (the payload) instead of six.
+// time, turn and step; kinds are few, and so are the types of their
+// payloads), so the collector, which visits every record of a log on each
+// of its cycles, finds one pointer in it (the payload's value) instead of
+// six.
 type record struct {
-	payload any
-	stamp   uint32 // index in stamps
-	kind    uint16 // index in kinds
+	data  unsafe.Pointer // the payload's value word (its type is in kinds)
+	stamp uint32         // index in stamps
+	kind  uint16         // index in kinds
+}
+
+// kindType is an entry of Memory.kinds: an event kind and the dynamic type
+// of its payload (the type word of an interface holding it; nil for a nil
+// payload). A kind is nearly always logged with one payload type.
+type kindType struct {
+	kind vocab.EventKind
+	typ  unsafe.Pointer
+}
+
+// eface is the layout of an interface{} value (runtime.eface): a record
+// keeps the value word, the log's kinds the type word.
+type eface struct {
+	typ, data unsafe.Pointer
 }
 
 // stamp is the time, turn and step that consecutive events share.
@@ -99,8 +115,12 @@ func fits(n int) bool { return n >= math.MinInt32 && n <= math.MaxInt32 }
 // event rebuilds the idx-th event held from its record.
 func (m *Memory) event(idx int, r *record) vocab.Event {
 	st := &m.stamps[r.stamp/stampPage][r.stamp%stampPage]
-	ev := vocab.Event{Session: m.session, Seq: m.first + uint64(idx), At: st.at, Kind: m.kinds[r.kind],
-		Turn: int(st.turn), Step: int(st.step), Payload: r.payload}
+	kt := &m.kinds[r.kind]
+	var payload any
+	pl := (*eface)(unsafe.Pointer(&payload))
+	pl.typ, pl.data = kt.typ, r.data
+	ev := vocab.Event{Session: m.session, Seq: m.first + uint64(idx), At: st.at, Kind: kt.kind,
+		Turn: int(st.turn), Step: int(st.step), Payload: payload}
 	if m.others != nil || m.wide != nil {
 		m.exceptions(idx, &ev)
 	}
@@ -149,22 +169,23 @@ func (m *Memory) adoptSession(id vocab.ID) bool {
 // stampPage is the number of stamps in a page of Memory.stamps.
 const stampPage = 256
 
-// kindMiss returns the index of kind k in kinds, for a k the kind cache
-// does not hold (at slot, where p, the address of k's text, leads): it
-// looks the few kinds up one by one (a map would cost each log a kilobyte
-// or two), adding k when it is new, and caches the answer.
-func (m *Memory) kindMiss(k vocab.EventKind, p uintptr, slot *kindSlot) uint16 {
-	idx := slices.Index(m.kinds, k)
+// kindMiss returns the index of kind k with payload type typ in kinds, for
+// a pair the kind cache does not hold (at slot, where p, the address of
+// k's text, leads): it looks the few pairs up one by one (a map would cost
+// each log a kilobyte or two), adding the pair when it is new, and caches
+// the answer.
+func (m *Memory) kindMiss(k vocab.EventKind, typ unsafe.Pointer, p uintptr, slot *kindSlot) uint16 {
+	idx := slices.Index(m.kinds, kindType{kind: k, typ: typ})
 	if idx < 0 {
 		if len(m.kinds) > math.MaxUint16 {
-			panic("eventlog: memory log of more than 65536 event kinds")
+			panic("eventlog: memory log of more than 65536 pairs of event kind and payload type")
 		}
 		idx = len(m.kinds)
-		m.kinds = append(m.kinds, k)
+		m.kinds = append(m.kinds, kindType{kind: k, typ: typ})
 	}
 	// The cache keeps only the text kinds holds (and so keeps alive): the
 	// text of another string could be freed and its place reused.
-	if p == uintptr(unsafe.Pointer(unsafe.StringData(string(m.kinds[idx])))) && len(k) <= math.MaxUint32 {
+	if p == uintptr(unsafe.Pointer(unsafe.StringData(string(m.kinds[idx].kind)))) && len(k) <= math.MaxUint32 {
 		*slot = kindSlot{p: p, n: uint32(len(k)), idx: uint16(idx)}
 	}
 	return uint16(idx)
@@ -273,14 +294,16 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 			}
 			// The kind: nearly always one of vocab's constants, which the
 			// cache finds by where its text is (equal pointer and length:
-			// equal text) without hashing it.
+			// equal text) without hashing it; the entry it finds must
+			// have the payload's type too.
+			pl := (*eface)(unsafe.Pointer(&ev.Payload))
 			p := uintptr(unsafe.Pointer(unsafe.StringData(string(ev.Kind))))
 			slot := &m.kindCache[uint64(p)*0x9E3779B97F4A7C15>>58] // 6 bits: 64 slots
 			kind := slot.idx
-			if slot.p != p || int(slot.n) != len(ev.Kind) || p == 0 {
-				kind = m.kindMiss(ev.Kind, p, slot)
+			if slot.p != p || int(slot.n) != len(ev.Kind) || p == 0 || m.kinds[kind].typ != pl.typ {
+				kind = m.kindMiss(ev.Kind, pl.typ, p, slot)
 			}
-			*c = append(*c, record{payload: ev.Payload, stamp: st, kind: kind})
+			*c = append(*c, record{data: pl.data, stamp: st, kind: kind})
 			if !m.ofSession(ev.Session) {
 				if m.others == nil {
 					m.others = map[int]vocab.ID{}

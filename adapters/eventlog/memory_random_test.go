@@ -164,3 +164,45 @@ func TestMemoryRoundTripRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryPayloadShapes: a record keeps a payload's value word and the
+// log's kinds its type, so payloads of every shape an interface holds
+// come back as appended, alternating under one kind and across kinds:
+// nil, pointers (the same pointer), maps, small and large integers,
+// strings, zero-size values, arrays, booleans, floats and slices.
+func TestMemoryPayloadShapes(t *testing.T) {
+	u := &vocab.Usage{InputTokens: 3}
+	mp := map[string]int{"a": 1}
+	payloads := []any{nil, u, mp, 0, 7, 1 << 40, -3, "", "text", struct{}{}, [2]int{4, 5}, true, false, 2.5,
+		[]byte("bytes"), vocab.UsagePayload{Usage: *u}, &vocab.Message{ID: "m"}, uint8(200), vocab.ID("id")}
+	var in []vocab.Event
+	for i := range 4 * len(payloads) {
+		kind := vocab.EventKind("k")
+		if i%3 == 1 {
+			kind = vocab.EventKind(strings.Repeat("k", 1+i%2)) // texts made at run time
+		}
+		in = append(in, vocab.Event{Session: "s", Seq: uint64(i + 1), Kind: kind, Payload: payloads[(i*7)%len(payloads)]})
+	}
+	m := NewMemory()
+	if err := m.Append(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	got := m.Events()
+	if d := cmp.Diff(in, got); d != "" {
+		t.Fatalf("Events (-appended +held):\n%s", d)
+	}
+	for i, ev := range got {
+		switch p := ev.Payload.(type) {
+		case *vocab.Usage:
+			if p != u {
+				t.Fatalf("event %d: a copy of the pointer payload", i+1)
+			}
+		case map[string]int:
+			p["b"] = 2 // the same map
+			if len(mp) != 2 {
+				t.Fatalf("event %d: a copy of the map payload", i+1)
+			}
+			delete(mp, "b")
+		}
+	}
+}
