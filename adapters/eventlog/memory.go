@@ -49,11 +49,12 @@ type Memory struct {
 	// stamps and kinds are the distinct stamps (time, turn and step) and
 	// pairs of kind and payload type of the events held, which records
 	// index (kindCache finds a kind's index).
-	stamps    [][]stamp // in pages of stampPage (the first grows to it), never copied once full
-	nstamps   int
-	last      stamp // stamps' last entry (when nstamps > 0), compared without finding its page
-	kinds     []kindType
-	kindCache *[64]kindSlot // made on the first append
+	stamps     [][]stamp // in pages of stampPage (the first grows to it), never copied once full
+	nstamps    int
+	last       stamp // stamps' last entry (when nstamps > 0), compared without finding its page
+	kinds      []kindType
+	kindCache  *[kindSlots]kindSlot // made on the first append
+	kindMisses int                  // events whose kind the cache's first place did not hold (tests)
 
 	// Failure injection (FailAfter).
 	failArmed bool
@@ -169,12 +170,32 @@ func (m *Memory) adoptSession(id vocab.ID) bool {
 // stampPage is the number of stamps in a page of Memory.stamps.
 const stampPage = 256
 
+// The kind cache: kindSlots entries, each pair of kind text and payload
+// type in one of two (kindHash). With a single place per kind, two of the
+// twenty-odd kinds of a session share one in nearly every layout of the
+// binary's strings and evict each other at every step (that cost a scan of
+// kinds several times a step); with two, and an entry moved to its other
+// place to make room, that is rare (kindSlots is four times the kinds of
+// a step).
+const kindSlots = 128
+
+// kindHash returns the two places of the kind whose text is at p.
+func kindHash(p uintptr) (first, second int) {
+	h := uint64(p) * 0x9E3779B97F4A7C15
+	return int(h >> 57), int(h >> 50 & (kindSlots - 1))
+}
+
 // kindMiss returns the index of kind k with payload type typ in kinds, for
-// a pair the kind cache does not hold (at slot, where p, the address of
-// k's text, leads): it looks the few pairs up one by one (a map would cost
-// each log a kilobyte or two), adding the pair when it is new, and caches
-// the answer.
-func (m *Memory) kindMiss(k vocab.EventKind, typ unsafe.Pointer, p uintptr, slot *kindSlot) uint16 {
+// a pair the kind cache's first place for p, the address of k's text, does
+// not hold: the second place, or else a look at the few pairs one by one
+// (a map would cost each log a kilobyte or two), adding the pair when it
+// is new; the answer is cached.
+func (m *Memory) kindMiss(k vocab.EventKind, typ unsafe.Pointer, p uintptr) uint16 {
+	m.kindMisses++
+	first, second := kindHash(p)
+	if s := &m.kindCache[second]; s.p == p && int(s.n) == len(k) && p != 0 && m.kinds[s.idx].typ == typ {
+		return s.idx
+	}
 	idx := slices.Index(m.kinds, kindType{kind: k, typ: typ})
 	if idx < 0 {
 		if len(m.kinds) > math.MaxUint16 {
@@ -185,13 +206,38 @@ func (m *Memory) kindMiss(k vocab.EventKind, typ unsafe.Pointer, p uintptr, slot
 	}
 	// The cache keeps only the text kinds holds (and so keeps alive): the
 	// text of another string could be freed and its place reused.
-	if p == uintptr(unsafe.Pointer(unsafe.StringData(string(m.kinds[idx].kind)))) && len(k) <= math.MaxUint32 {
-		*slot = kindSlot{p: p, n: uint32(len(k)), idx: uint16(idx)}
+	if p != 0 && p == uintptr(unsafe.Pointer(unsafe.StringData(string(m.kinds[idx].kind)))) && len(k) <= math.MaxUint32 {
+		m.cacheKind(kindSlot{p: p, n: uint32(len(k)), idx: uint16(idx)}, first, second)
 	}
 	return uint16(idx)
 }
 
-// kindSlot is an entry of Memory's kind cache.
+// cacheKind puts e in the kind cache at its first or second place: a free
+// one, or one it makes free by moving the entry there to that entry's
+// other place, or else the first.
+func (m *Memory) cacheKind(e kindSlot, first, second int) {
+	c := m.kindCache
+	for _, i := range [2]int{first, second} {
+		if c[i].p == 0 {
+			c[i] = e
+			return
+		}
+	}
+	for _, i := range [2]int{first, second} {
+		a, b := kindHash(c[i].p)
+		other := a
+		if other == i {
+			other = b
+		}
+		if c[other].p == 0 {
+			c[other], c[i] = c[i], e
+			return
+		}
+	}
+	c[first] = e
+}
+
+// kindSlot is an entry of Memory's kind cache (p is 0 in a free one).
 type kindSlot struct {
 	p   uintptr
 	n   uint32
@@ -275,7 +321,7 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 		m.first, m.session = batch[0].Seq, batch[0].Session
 	}
 	if m.kindCache == nil {
-		m.kindCache = new([64]kindSlot)
+		m.kindCache = new([kindSlots]kindSlot)
 	}
 	for len(batch) > 0 {
 		if n := len(m.chunks); n == 0 || len(m.chunks[n-1]) == chunkCap(n-1) {
@@ -298,10 +344,10 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 			// have the payload's type too.
 			pl := (*eface)(unsafe.Pointer(&ev.Payload))
 			p := uintptr(unsafe.Pointer(unsafe.StringData(string(ev.Kind))))
-			slot := &m.kindCache[uint64(p)*0x9E3779B97F4A7C15>>58] // 6 bits: 64 slots
+			slot := &m.kindCache[uint64(p)*0x9E3779B97F4A7C15>>57] // its first place (kindHash)
 			kind := slot.idx
 			if slot.p != p || int(slot.n) != len(ev.Kind) || p == 0 || m.kinds[kind].typ != pl.typ {
-				kind = m.kindMiss(ev.Kind, pl.typ, p, slot)
+				kind = m.kindMiss(ev.Kind, pl.typ, p)
 			}
 			*c = append(*c, record{data: pl.data, stamp: st, kind: kind})
 			if !m.ofSession(ev.Session) {
