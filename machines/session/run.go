@@ -103,7 +103,8 @@ func (c *Core) settle(r fireReq) {
 	if r.kind == reqTool {
 		inst = r.call.Call.ID
 	}
-	for _, t := range c.m.out.Transitions {
+	for i := range c.m.out.Transitions {
+		t := &c.m.out.Transitions[i] // not a copy of the record for each
 		if inst != "" {
 			c.emit(vocab.EventTransition, c.m.slabs.transitions.Box(&vocab.TransitionPayload{Machine: t.Machine, Instance: inst,
 				From: string(t.From), To: string(t.To), Trigger: string(t.Trigger), Guard: t.Guard, Internal: t.Internal}))
@@ -153,7 +154,7 @@ func (c *Core) settle(r fireReq) {
 
 // payload returns the boxed payload of agent or turn transition t, made
 // once per machine kind (no hashing: by transition index, then leaf).
-func (m *Machines) payload(kind reqKind, t chart.Record) any {
+func (m *Machines) payload(kind reqKind, t *chart.Record) any {
 	byIndex := m.payloads[0]
 	if kind == reqTurn {
 		byIndex = m.payloads[1]
