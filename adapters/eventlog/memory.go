@@ -54,7 +54,7 @@ type Memory struct {
 	last       stamp // stamps' last entry (when nstamps > 0), compared without finding its page
 	kinds      []kindType
 	kindCache  *[kindSlots]kindSlot // made on the first append
-	kindMisses int                  // events whose kind the cache's first place did not hold (tests)
+	kindMisses int                  // events whose kind the cache did not hold (tests)
 
 	// Failure injection (FailAfter).
 	failArmed bool
@@ -191,11 +191,11 @@ func kindHash(p uintptr) (first, second int) {
 // (a map would cost each log a kilobyte or two), adding the pair when it
 // is new; the answer is cached.
 func (m *Memory) kindMiss(k vocab.EventKind, typ unsafe.Pointer, p uintptr) uint16 {
-	m.kindMisses++
 	first, second := kindHash(p)
 	if s := &m.kindCache[second]; s.p == p && int(s.n) == len(k) && p != 0 && m.kinds[s.idx].typ == typ {
 		return s.idx
 	}
+	m.kindMisses++
 	idx := slices.Index(m.kinds, kindType{kind: k, typ: typ})
 	if idx < 0 {
 		if len(m.kinds) > math.MaxUint16 {

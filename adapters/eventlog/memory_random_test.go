@@ -210,7 +210,7 @@ func TestMemoryPayloadShapes(t *testing.T) {
 }
 
 // TestMemoryKindCache: the kinds of a tool step, logged step after step,
-// are found in the kind cache (at most one miss a step once each was seen:
+// are found in the kind cache (at most one miss a step once each was seen,
 // with one place per kind, two of them shared a place in most builds and
 // missed at every step); and 300 kinds made at run time, each with two
 // payload types, in random order (evicting and moving entries), read back
