@@ -87,7 +87,7 @@ const (
 type record struct {
 	data  unsafe.Pointer // the payload's value word (its type is in kinds)
 	stamp uint32         // index in stamps
-	kind  uint16         // index in kinds
+	kind  uint32         // index in kinds (the record is 16 bytes with a uint16 too)
 }
 
 // kindType is an entry of Memory.kinds: an event kind and the dynamic type
@@ -110,6 +110,11 @@ type stamp struct {
 	turn, step int32
 }
 
+// memoryCap is the most events a Memory holds: a record indexes its stamp
+// and its kind with a uint32, and a log has at most a stamp and a kind per
+// event. A variable, so that a test can make it small.
+var memoryCap uint64 = math.MaxUint32
+
 // fits reports whether n fits a stamp's turn or step.
 func fits(n int) bool { return n >= math.MinInt32 && n <= math.MaxInt32 }
 
@@ -130,9 +135,6 @@ func (m *Memory) event(idx int, r *record) vocab.Event {
 
 // addStamp adds ev's stamp to stamps and returns its index.
 func (m *Memory) addStamp(ev *vocab.Event) uint32 {
-	if m.nstamps == math.MaxUint32 {
-		panic("eventlog: memory log of more than 2^32 distinct stamps")
-	}
 	if m.nstamps%stampPage == 0 {
 		// The first page grows as a slice does (a short log holds a
 		// short one), the others are made whole.
@@ -190,7 +192,7 @@ func kindHash(p uintptr) (first, second int) {
 // not hold: the second place, or else a look at the few pairs one by one
 // (a map would cost each log a kilobyte or two), adding the pair when it
 // is new; the answer is cached.
-func (m *Memory) kindMiss(k vocab.EventKind, typ unsafe.Pointer, p uintptr) uint16 {
+func (m *Memory) kindMiss(k vocab.EventKind, typ unsafe.Pointer, p uintptr) uint32 {
 	first, second := kindHash(p)
 	if s := &m.kindCache[second]; s.p == p && int(s.n) == len(k) && p != 0 && m.kinds[s.idx].typ == typ {
 		return s.idx
@@ -198,18 +200,15 @@ func (m *Memory) kindMiss(k vocab.EventKind, typ unsafe.Pointer, p uintptr) uint
 	m.kindMisses++
 	idx := slices.Index(m.kinds, kindType{kind: k, typ: typ})
 	if idx < 0 {
-		if len(m.kinds) > math.MaxUint16 {
-			panic("eventlog: memory log of more than 65536 pairs of event kind and payload type")
-		}
 		idx = len(m.kinds)
 		m.kinds = append(m.kinds, kindType{kind: k, typ: typ})
 	}
 	// The cache keeps only the text kinds holds (and so keeps alive): the
 	// text of another string could be freed and its place reused.
 	if p != 0 && p == uintptr(unsafe.Pointer(unsafe.StringData(string(m.kinds[idx].kind)))) && len(k) <= math.MaxUint32 {
-		m.cacheKind(kindSlot{p: p, n: uint32(len(k)), idx: uint16(idx)}, first, second)
+		m.cacheKind(kindSlot{p: p, n: uint32(len(k)), idx: uint32(idx)}, first, second)
 	}
-	return uint16(idx)
+	return uint32(idx) // kinds cannot outgrow a uint32: each pair is made by events held
 }
 
 // cacheKind puts e in the kind cache at its first or second place: a free
@@ -241,7 +240,7 @@ func (m *Memory) cacheKind(e kindSlot, first, second int) {
 type kindSlot struct {
 	p   uintptr
 	n   uint32
-	idx uint16
+	idx uint32
 }
 
 // exceptions puts in ev what its record could not hold (under mu).
@@ -281,9 +280,10 @@ func NewMemory() *Memory { return &Memory{} }
 // its sequence); every later event must continue it without a gap or a
 // repeat. A batch that breaks this returns an error with code
 // vocab.CodeBadInput and appends nothing. After Close, Append returns an
-// error with code vocab.CodeClosed. An empty batch appends nothing and
-// returns nil (unless the log is closed). Memory never blocks, so ctx is
-// not consulted.
+// error with code vocab.CodeClosed. A batch that would take the log past
+// 2^32−1 events returns an error with code vocab.CodeAppendFailed and
+// appends nothing. An empty batch appends nothing and returns nil (unless
+// the log is closed). Memory never blocks, so ctx is not consulted.
 func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -309,6 +309,9 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 			return vocab.Errorf(vocab.CodeBadInput, "eventlog: event seq %d at batch index %d, want %d (%s)", seq, i, want, what)
 		}
 		want++
+	}
+	if uint64(m.n)+uint64(len(batch)) > memoryCap {
+		return vocab.Errorf(vocab.CodeAppendFailed, "eventlog: memory log full: it holds at most %d events", memoryCap)
 	}
 	if m.failArmed {
 		if len(batch) > m.failLeft {

@@ -271,3 +271,32 @@ func TestMemoryKindCache(t *testing.T) {
 		t.Fatalf("Events (-appended +held):\n%s", d)
 	}
 }
+
+// TestMemoryFull: a batch that would take the log past its capacity (made
+// small here) fails with log.append_failed and appends nothing; the log
+// stays usable up to the capacity.
+func TestMemoryFull(t *testing.T) {
+	defer func(c uint64) { memoryCap = c }(memoryCap)
+	memoryCap = 5
+	m := NewMemory()
+	evs := func(from, n int) []vocab.Event {
+		var b []vocab.Event
+		for i := range n {
+			b = append(b, vocab.Event{Session: "s", Seq: uint64(from + i), Kind: vocab.EventUsage})
+		}
+		return b
+	}
+	if err := m.Append(t.Context(), evs(1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	err := m.Append(t.Context(), evs(4, 3))
+	if vocab.CodeOf(err) != vocab.CodeAppendFailed {
+		t.Fatalf("append past the capacity: %v, want code %s", err, vocab.CodeAppendFailed)
+	}
+	if m.Len() != 3 {
+		t.Fatalf("Len %d after the refused batch, want 3", m.Len())
+	}
+	if err := m.Append(t.Context(), evs(4, 2)); err != nil || m.Len() != 5 {
+		t.Fatalf("append up to the capacity: %v, Len %d, want nil and 5", err, m.Len())
+	}
+}
