@@ -55,6 +55,7 @@ type Memory struct {
 	kinds      []kindType
 	kindCache  *[kindSlots]kindSlot // made on the first append
 	kindMisses int                  // events whose kind the cache did not hold (tests)
+	kindIndex  map[kindType]uint32  // kinds by pair, once there are more than kindScan
 
 	// Failure injection (FailAfter).
 	failArmed bool
@@ -181,6 +182,11 @@ const stampPage = 256
 // a step).
 const kindSlots = 128
 
+// kindScan is the most pairs of kind and payload type a miss of the kind
+// cache looks up one by one; past it the log keeps a map of them (a
+// session logs about twenty).
+const kindScan = 48
+
 // kindHash returns the two places of the kind whose text is at p.
 func kindHash(p uintptr) (first, second int) {
 	h := uint64(p) * 0x9E3779B97F4A7C15
@@ -198,10 +204,30 @@ func (m *Memory) kindMiss(k vocab.EventKind, typ unsafe.Pointer, p uintptr) uint
 		return s.idx
 	}
 	m.kindMisses++
-	idx := slices.Index(m.kinds, kindType{kind: k, typ: typ})
+	kt := kindType{kind: k, typ: typ}
+	var idx int
+	if m.kindIndex != nil {
+		i, ok := m.kindIndex[kt]
+		idx = int(i)
+		if !ok {
+			idx = -1
+		}
+	} else {
+		idx = slices.Index(m.kinds, kt)
+	}
 	if idx < 0 {
 		idx = len(m.kinds)
-		m.kinds = append(m.kinds, kindType{kind: k, typ: typ})
+		m.kinds = append(m.kinds, kt)
+		if m.kindIndex != nil {
+			m.kindIndex[kt] = uint32(idx)
+		} else if len(m.kinds) > kindScan {
+			// Past a few dozen pairs a scan per miss would make a log
+			// of many kinds quadratic: index them all.
+			m.kindIndex = make(map[kindType]uint32, 2*len(m.kinds))
+			for i, e := range m.kinds {
+				m.kindIndex[e] = uint32(i)
+			}
+		}
 	}
 	// The cache keeps only the text kinds holds (and so keeps alive): the
 	// text of another string could be freed and its place reused.
