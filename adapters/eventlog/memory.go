@@ -195,9 +195,10 @@ func kindHash(p uintptr) (first, second int) {
 
 // kindMiss returns the index of kind k with payload type typ in kinds, for
 // a pair the kind cache's first place for p, the address of k's text, does
-// not hold: the second place, or else a look at the few pairs one by one
-// (a map would cost each log a kilobyte or two), adding the pair when it
-// is new; the answer is cached.
+// not hold: the second place, or else a look at the pairs one by one (a
+// map for every log would cost each a kilobyte or two; past kindScan pairs
+// the log keeps one), adding the pair when it is new; the answer is
+// cached.
 func (m *Memory) kindMiss(k vocab.EventKind, typ unsafe.Pointer, p uintptr) uint32 {
 	first, second := kindHash(p)
 	if s := &m.kindCache[second]; s.p == p && int(s.n) == len(k) && p != 0 && m.kinds[s.idx].typ == typ {
