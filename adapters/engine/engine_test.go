@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"os"
 	"runtime"
 	"strings"
@@ -720,6 +721,33 @@ func TestPlainProviderErrorIsRetriedAsTransport(t *testing.T) {
 	}
 }
 
+// A jitter function that returns something outside [0, 1) — NaN, an
+// infinity, a negative number — counts as no jitter: the retry is still
+// taken, after the base delay (the core refuses such jitter, and a
+// refused failure would leave the request outstanding forever).
+func TestJitterOutsideItsRangeCountsAsNone(t *testing.T) {
+	for _, j := range []float64{math.NaN(), math.Inf(1), -0.25, 1} {
+		var calls atomic.Int32
+		prov := providerFunc(func(ctx context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+			if calls.Add(1) == 1 {
+				return func(yield func(vocab.StreamPart, error) bool) {
+					yield(vocab.StreamPart{}, errors.New("connection reset by peer"))
+				}
+			}
+			return answer("ok")
+		})
+		h := start(t, Options{Provider: prov, Jitter: func() float64 { return j }})
+		h.autoAdvance()
+		if res := h.wait(h.submit("hi")); res.Kind != vocab.PromptCompleted {
+			t.Fatalf("jitter %v: ended %s, want completed after a retry", j, res)
+		}
+		retries := h.events(vocab.EventRetry)
+		if len(retries) != 1 || retries[0].Payload.(vocab.RetryPayload).Delay != 500*time.Millisecond {
+			t.Errorf("jitter %v: retries %v, want one after the base delay 500ms", j, retries)
+		}
+	}
+}
+
 func TestToolPanicBecomesErrorResult(t *testing.T) {
 	s := mustScript(t, `{"steps": [
 		{"tool_calls": [{"id": "c1", "name": "boom"}, {"id": "c2", "name": "fine"}]},
@@ -784,6 +812,45 @@ func TestWillBeginStepPanicFailsTurn(t *testing.T) {
 	}
 	if prov.Remaining() != 1 {
 		t.Error("the model was asked although the gate failed")
+	}
+}
+
+// A hook that rewrites a call's arguments into bytes that are not JSON
+// fails its chain: the core refuses a verdict it could not log, and the
+// refused verdict would have left the hook's work, and the turn, waiting
+// forever.
+func TestHookArgsThatAreNotJSONFailTheChain(t *testing.T) {
+	s := mustScript(t, `{"steps": [
+		{"tool_calls": [{"id": "c1", "name": "fine", "args": {"a": 1}}]},
+		{"parts": [{"text": "done"}]}
+	]}`)
+	clk := clock.NewFake(epoch)
+	prov := scripted.New(s, clk)
+	fine := toolFunc{name: "fine", run: func(context.Context, vocab.ToolCall, func(string)) (vocab.ToolResult, error) {
+		return vocab.ToolResult{Content: "ran"}, nil
+	}}
+	h := start(t, Options{Provider: prov, Clock: clk, Tools: mustRegistry(t, fine),
+		Slots: func() []vocab.HookName { return []vocab.HookName{vocab.HookBeforeTool} }, Hooks: map[vocab.HookName]HookFunc{
+			vocab.HookBeforeTool: func(context.Context, HookCall) vocab.HookVerdict {
+				return vocab.HookVerdict{Args: json.RawMessage(`{"a":`)}
+			},
+		}})
+	res := h.wait(h.submit("hi"))
+	failed := h.events(vocab.EventHookFailed)
+	if len(failed) != 1 {
+		var kinds []string
+		for _, ev := range h.log.Events() {
+			kinds = append(kinds, string(ev.Kind))
+		}
+		t.Fatalf("ended %s with %d hook/failed events, want 1: %v", res, len(failed), kinds)
+	}
+	if p := failed[0].Payload.(vocab.HookPayload); p.Hook != vocab.HookBeforeTool || p.Code != vocab.CodeHook || !strings.Contains(p.Message, "invalid JSON") {
+		t.Errorf("hook/failed %+v, want before-tool, %s, naming the invalid JSON", p, vocab.CodeHook)
+	}
+	for _, ev := range h.log.Events() {
+		if _, err := json.Marshal(ev); err != nil {
+			t.Errorf("event %d (%s) does not encode: %v", ev.Seq, ev.Kind, err)
+		}
 	}
 }
 

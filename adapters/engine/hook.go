@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/loopchart/loopchart/vocab"
 )
@@ -23,6 +24,11 @@ func (e *Engine) runHook(wk *worker) {
 		}
 		if v.Err != nil && v.Err.Code == "" {
 			v.Err.Code = vocab.CodeHook
+		}
+		if len(v.Args) > 0 && !json.Valid(v.Args) {
+			// The core refuses a verdict it could not log, which would
+			// leave the hook's work outstanding: the chain failed.
+			v = vocab.HookVerdict{Err: &vocab.Error{Code: vocab.CodeHook, Message: "hook " + string(w.Hook) + " rewrote the arguments into invalid JSON"}}
 		}
 	}
 	e.report(wk, vocab.Input{Kind: vocab.InHookDone, Hook: &v})

@@ -427,7 +427,7 @@ func (w *watchdog) disarm() {
 
 func (e *Engine) jitter() float64 {
 	j := e.opt.Jitter()
-	if j < 0 || j >= 1 {
+	if !(j >= 0 && j < 1) { // NaN too: the core refuses it
 		return 0
 	}
 	return j

@@ -506,6 +506,9 @@ func (c *Core) validate(in *vocab.Input) error {
 	if in.At.IsZero() {
 		return vocab.Errorf(vocab.CodeBadInput, "%s: input without a time", in.Kind)
 	}
+	if err := inJSONForm(in); err != nil { // before the checks, which then see what the log will hold
+		return err
+	}
 	if in.Work != 0 && c.stale(in) {
 		return nil // taken, and logged as input/stale: its payload does not matter
 	}
@@ -596,9 +599,6 @@ func (c *Core) validate(in *vocab.Input) error {
 		if in.Work == 0 || in.Err == nil {
 			return vocab.Errorf(vocab.CodeBadInput, "model.failed: needs work and an error")
 		}
-		if in.Jitter < 0 || in.Jitter >= 1 {
-			return vocab.Errorf(vocab.CodeBadInput, "model.failed: jitter %v outside [0, 1)", in.Jitter)
-		}
 	case vocab.InToolDone:
 		if in.Work == 0 || in.Result == nil {
 			return vocab.Errorf(vocab.CodeBadInput, "tool.done: needs work and a result")
@@ -647,6 +647,55 @@ func (c *Core) validate(in *vocab.Input) error {
 		}
 	default:
 		return vocab.Errorf(vocab.CodeBadInput, "unknown input kind %q", in.Kind)
+	}
+	// After the checks of its kind, so that a closing session says so
+	// first.
+	if want := answers(in.Kind); want != "" && in.Work != 0 {
+		// Outstanding (not stale), but is it what the input answers?
+		if p := c.find(in.Work); p != nil && p.kind != want {
+			return vocab.Errorf(vocab.CodeBadInput, "%s: work %d is %s work, not %s work", in.Kind, in.Work, p.kind, want)
+		}
+	}
+	return encodable(in)
+}
+
+// answers returns the kind of work an input of kind k answers ("" for
+// inputs that answer no work).
+func answers(k vocab.InputKind) WorkKind {
+	switch k {
+	case vocab.InModelParts, vocab.InModelDone, vocab.InModelFailed:
+		return WorkModel
+	case vocab.InToolUpdate, vocab.InToolDone, vocab.InToolDetached:
+		return WorkTool
+	case vocab.InHookDone:
+		return WorkHook
+	case vocab.InTimerFired:
+		return WorkTimer
+	case vocab.InMaintenanceDone:
+		return WorkMaintenance
+	case vocab.InSlotGranted:
+		return WorkSlot
+	}
+	return ""
+}
+
+// encodable refuses an input the log could not record. An accepted input
+// is logged whole, and a durable log keeps its JSON form, so a field with
+// none (a configuration or arguments that are not JSON, jitter that is
+// not a number in [0, 1)) is refused whichever input kind carries it.
+// Tool call arguments need no check: any bytes encode (vocab.ToolCall).
+func encodable(in *vocab.Input) error {
+	if !(in.Jitter >= 0 && in.Jitter < 1) { // NaN too
+		return vocab.Errorf(vocab.CodeBadInput, "%s: jitter %v outside [0, 1)", in.Kind, in.Jitter)
+	}
+	if len(in.Config) > 0 && !json.Valid(in.Config) {
+		return vocab.Errorf(vocab.CodeBadInput, "%s: the configuration is not valid JSON", in.Kind)
+	}
+	if in.Hook != nil && len(in.Hook.Args) > 0 && !json.Valid(in.Hook.Args) {
+		return vocab.Errorf(vocab.CodeBadInput, "%s: the verdict's arguments are not valid JSON", in.Kind)
+	}
+	if in.Approval != nil && len(in.Approval.Args) > 0 && !json.Valid(in.Approval.Args) {
+		return vocab.Errorf(vocab.CodeBadInput, "%s: the approval's arguments are not valid JSON", in.Kind)
 	}
 	return nil
 }
