@@ -38,52 +38,64 @@ func inJSONForm(in *vocab.Input) error {
 }
 
 func inputUTF8(in *vocab.Input) bool {
-	if !texts(string(in.Kind), string(in.ID), in.Key, string(in.Target), in.Text, string(in.Finish)) ||
+	// Most texts are empty, and the rest short and ASCII: bad inlines to a
+	// length test, and utf8.ValidString reads eight ASCII bytes at a time.
+	if bad(string(in.ID)) || bad(in.Key) || bad(string(in.Target)) || bad(in.Text) || bad(string(in.Finish)) ||
 		in.Message != nil && !messageUTF8(in.Message) || in.Reply != nil && !messageUTF8(in.Reply) ||
 		in.Result != nil && !resultUTF8(in.Result) || in.Err != nil && !errorUTF8(in.Err) ||
-		in.Cause != nil && !texts(string(in.Cause.Kind), in.Cause.Reason) {
+		in.Cause != nil && (bad(string(in.Cause.Kind)) || bad(in.Cause.Reason)) {
 		return false
 	}
 	for i := range in.Parts {
 		p := &in.Parts[i]
-		if !texts(string(p.Kind), p.Text, string(p.Finish), p.Provider, p.Signature, p.Redacted, p.Model, p.ResponseID) ||
-			p.Call != nil && !texts(p.Call.ID, p.Call.Name) {
+		if bad(string(p.Kind)) || bad(p.Text) || bad(string(p.Finish)) || bad(p.Provider) || bad(p.Signature) || bad(p.Redacted) ||
+			bad(p.Model) || bad(p.ResponseID) || p.Call != nil && (bad(p.Call.ID) || bad(p.Call.Name)) {
 			return false
 		}
 	}
 	if h := in.Hook; h != nil {
-		if !texts(h.Reason, h.Ask) || h.Err != nil && !errorUTF8(h.Err) || h.Rewritten != nil && !messageUTF8(h.Rewritten) ||
+		if bad(h.Reason) || bad(h.Ask) || h.Err != nil && !errorUTF8(h.Err) || h.Rewritten != nil && !messageUTF8(h.Rewritten) ||
 			h.Result != nil && !resultUTF8(h.Result) || !messagesUTF8(h.Messages) || !messagesUTF8(h.History) {
 			return false
 		}
 	}
-	if a := in.Approval; a != nil && !texts(a.CallID, string(a.Decision), a.Reason) {
+	if a := in.Approval; a != nil && (bad(a.CallID) || bad(string(a.Decision)) || bad(a.Reason)) {
 		return false
 	}
 	for _, s := range in.Slots {
-		if !utf8.ValidString(string(s)) {
+		if bad(string(s)) {
 			return false
 		}
 	}
 	for _, s := range in.Stuck {
-		if !utf8.ValidString(s.What) {
+		if bad(s.What) {
 			return false
 		}
 	}
 	return true
 }
 
-// texts reports whether every one of ss is UTF-8.
-func texts(ss ...string) bool {
-	for _, s := range ss {
-		if !utf8.ValidString(s) {
-			return false
-		}
+// bad reports whether s is not UTF-8. It inlines to a length test: most
+// texts of an input are empty.
+func bad(s string) bool { return len(s) != 0 && invalid(s) }
+
+// invalid reports whether s is not UTF-8. ASCII, which the texts of a
+// step's inputs nearly always are (ids, names, roles, short results), is
+// checked eight bytes at a time, where utf8.ValidString's loop over a
+// short text costs about ten instructions a byte.
+func invalid(s string) bool {
+	var acc byte
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		acc |= s[i] | s[i+1] | s[i+2] | s[i+3] | s[i+4] | s[i+5] | s[i+6] | s[i+7]
 	}
-	return true
+	for ; i < len(s); i++ {
+		acc |= s[i]
+	}
+	return acc >= utf8.RuneSelf && !utf8.ValidString(s)
 }
 
-func errorUTF8(e *vocab.Error) bool { return texts(string(e.Code), e.Message) }
+func errorUTF8(e *vocab.Error) bool { return !bad(string(e.Code)) && !bad(e.Message) }
 
 func messagesUTF8(ms []vocab.Message) bool {
 	for i := range ms {
@@ -95,17 +107,16 @@ func messagesUTF8(ms []vocab.Message) bool {
 }
 
 func messageUTF8(m *vocab.Message) bool {
-	if !texts(string(m.ID), string(m.Role), string(m.Source), m.Key) || !partsUTF8(m.Parts) ||
-		m.Result != nil && !resultUTF8(m.Result) || m.Response != nil && !texts(m.Response.Provider, m.Response.Model, m.Response.ID) {
-		return false
-	}
-	return true
+	return !bad(string(m.ID)) && !bad(string(m.Role)) && !bad(string(m.Source)) && !bad(m.Key) && partsUTF8(m.Parts) &&
+		(m.Result == nil || resultUTF8(m.Result)) &&
+		(m.Response == nil || !bad(m.Response.Provider) && !bad(m.Response.Model) && !bad(m.Response.ID))
 }
 
 func partsUTF8(ps []vocab.Part) bool {
 	for i := range ps {
 		p := &ps[i]
-		if !texts(string(p.Kind), p.Text, p.Provider, p.Signature, p.Redacted) || p.Call != nil && !texts(p.Call.ID, p.Call.Name) {
+		if bad(string(p.Kind)) || bad(p.Text) || bad(p.Provider) || bad(p.Signature) || bad(p.Redacted) ||
+			p.Call != nil && (bad(p.Call.ID) || bad(p.Call.Name)) {
 			return false
 		}
 	}
@@ -113,7 +124,8 @@ func partsUTF8(ps []vocab.Part) bool {
 }
 
 func resultUTF8(r *vocab.ToolResult) bool {
-	return texts(r.CallID, r.Name, r.Content, string(r.Code), r.StopReason, r.Note, r.Facts) && partsUTF8(r.Parts) &&
-		(r.Delivery == nil || texts(string(r.Delivery.Kind)) && messageUTF8(&r.Delivery.Message)) &&
-		(r.Spill == nil || utf8.ValidString(r.Spill.Ref))
+	return !bad(r.CallID) && !bad(r.Name) && !bad(r.Content) && !bad(string(r.Code)) && !bad(r.StopReason) && !bad(r.Note) &&
+		!bad(r.Facts) && partsUTF8(r.Parts) &&
+		(r.Delivery == nil || !bad(string(r.Delivery.Kind)) && messageUTF8(&r.Delivery.Message)) &&
+		(r.Spill == nil || !bad(r.Spill.Ref))
 }
