@@ -689,16 +689,23 @@ func TestProviderPanicFailsPrompt(t *testing.T) {
 	checkEnvelope(t, h.e.Session(), h.log.Events())
 }
 
-func TestPlainProviderErrorIsRetriedAsTransport(t *testing.T) {
-	var calls atomic.Int32
-	prov := providerFunc(func(ctx context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
+// resetOnce is a provider whose first request fails with a plain error (a
+// reset connection) and whose later ones answer "ok"; it counts them in
+// calls.
+func resetOnce(calls *atomic.Int32) providerFunc {
+	return func(ctx context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
 		if calls.Add(1) == 1 {
 			return func(yield func(vocab.StreamPart, error) bool) {
 				yield(vocab.StreamPart{}, errors.New("connection reset by peer"))
 			}
 		}
 		return answer("ok")
-	})
+	}
+}
+
+func TestPlainProviderErrorIsRetriedAsTransport(t *testing.T) {
+	var calls atomic.Int32
+	prov := resetOnce(&calls)
 	h := start(t, Options{Provider: prov})
 	h.autoAdvance()
 	res := h.wait(h.submit("hi"))
@@ -728,14 +735,7 @@ func TestPlainProviderErrorIsRetriedAsTransport(t *testing.T) {
 func TestJitterOutsideItsRangeCountsAsNone(t *testing.T) {
 	for _, j := range []float64{math.NaN(), math.Inf(1), -0.25, 1} {
 		var calls atomic.Int32
-		prov := providerFunc(func(ctx context.Context, req vocab.Request) iter.Seq2[vocab.StreamPart, error] {
-			if calls.Add(1) == 1 {
-				return func(yield func(vocab.StreamPart, error) bool) {
-					yield(vocab.StreamPart{}, errors.New("connection reset by peer"))
-				}
-			}
-			return answer("ok")
-		})
+		prov := resetOnce(&calls)
 		h := start(t, Options{Provider: prov, Jitter: func() float64 { return j }})
 		h.autoAdvance()
 		if res := h.wait(h.submit("hi")); res.Kind != vocab.PromptCompleted {

@@ -557,23 +557,9 @@ func fuzzCore(t *testing.T, data []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var refolded []vocab.Event
-	for _, ev := range logged {
-		var in vocab.Input
-		switch p := ev.Payload.(type) {
-		case vocab.Input:
-			in = p
-		case vocab.StalePayload:
-			in = vocab.Input{Kind: p.Input, Work: p.Work, At: ev.At}
-		default:
-			continue
-		}
-		if err := folded.Step(in); err != nil {
-			t.Fatalf("fold: logged input %d (%s) is rejected: %v", ev.Seq, in.Kind, err)
-		}
-		rd, _ := folded.Ready()
-		refolded = append(refolded, rd.Events...)
-		folded.Advance(rd)
+	refolded, err := stepLogged(folded, logged)
+	if err != nil {
+		t.Fatalf("fold: %v", err)
 	}
 	if len(refolded) != len(logged) {
 		t.Fatalf("fold: %d events, the run logged %d", len(refolded), len(logged))

@@ -3541,6 +3541,31 @@ func describeEvent(ev vocab.Event) string {
 // the input/* events (and the input/stale ones, which name their input)
 // are fed to a fresh core, and the events it logs must be the run's, one
 // for one. Ready boundaries do not matter: events are made by Step.
+// stepLogged steps the inputs a log recorded (its input events, and the
+// stale ones as the inputs they were) on core, one Ready each, and returns
+// the events it derives: a fold of the log.
+func stepLogged(core *session.Core, logged []vocab.Event) ([]vocab.Event, error) {
+	var folded []vocab.Event
+	for _, ev := range logged {
+		var in vocab.Input
+		switch p := ev.Payload.(type) {
+		case vocab.Input:
+			in = p
+		case vocab.StalePayload:
+			in = vocab.Input{Kind: p.Input, Work: p.Work, At: ev.At}
+		default:
+			continue
+		}
+		if err := core.Step(in); err != nil {
+			return nil, fmt.Errorf("the folded core rejects logged input %d (%s): %w", ev.Seq, in.Kind, err)
+		}
+		rd, _ := core.Ready()
+		folded = append(folded, rd.Events...)
+		core.Advance(rd)
+	}
+	return folded, nil
+}
+
 func (s *sim) fold() {
 	var logged []vocab.Event
 	var encoded [][]byte
@@ -3566,24 +3591,10 @@ func (s *sim) fold() {
 		s.failf("fold", "New: %v", err)
 		return
 	}
-	var folded []vocab.Event
-	for _, ev := range logged {
-		var in vocab.Input
-		switch p := ev.Payload.(type) {
-		case vocab.Input:
-			in = p
-		case vocab.StalePayload:
-			in = vocab.Input{Kind: p.Input, Work: p.Work, At: ev.At}
-		default:
-			continue
-		}
-		if err := core.Step(in); err != nil {
-			s.failf("fold", "the folded core rejects logged input %d (%s): %v", ev.Seq, in.Kind, err)
-			return
-		}
-		rd, _ := core.Ready()
-		folded = append(folded, rd.Events...)
-		core.Advance(rd)
+	folded, err := stepLogged(core, logged)
+	if err != nil {
+		s.failf("fold", "%v", err)
+		return
 	}
 	if len(folded) != len(logged) {
 		s.failf("fold", "folding the log gives %d events, the run logged %d", len(folded), len(logged))
