@@ -607,9 +607,6 @@ func (c *Core) validate(in *vocab.Input) error {
 		if in.Work == 0 || in.Hook == nil {
 			return vocab.Errorf(vocab.CodeBadInput, "hook.done: needs work and a verdict")
 		}
-		if in.Hook.Args != nil && !json.Valid(in.Hook.Args) {
-			return vocab.Errorf(vocab.CodeBadInput, "hook.done: rewritten arguments are not valid JSON")
-		}
 	case vocab.InToolDetached:
 		if in.Work == 0 {
 			return vocab.Errorf(vocab.CodeBadInput, "tool.detached: no work id")
