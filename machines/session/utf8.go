@@ -24,7 +24,8 @@ func inJSONForm(in *vocab.Input) error {
 	if inputUTF8(in) {
 		return nil
 	}
-	b, err := json.Marshal(in)
+	v := *in // a copy: handing in itself to Marshal would move every Step's input to the heap
+	b, err := json.Marshal(&v)
 	if err != nil {
 		return vocab.Errorf(vocab.CodeBadInput, "%s: no JSON form: %v", in.Kind, err)
 	}
