@@ -26,7 +26,9 @@ import (
 // instead of six): its sequence number is its position, its session the
 // log's (see session), its time, turn and step (its stamp) and its kind
 // and its payload's type index into small tables, and only its payload's
-// value word is its own (an event's id is derived, see vocab.Event.ID).
+// value word is its own (an event's id is derived, see vocab.Event.ID);
+// a tool machine's transition keeps not even its box, only its edge, in
+// those tables, and its instance (see compact.go).
 // A whole log holds a record per event it
 // ever took, so this is most of what an in-memory session retains, and
 // of what the garbage collector scans on every cycle.
@@ -56,6 +58,10 @@ type Memory struct {
 	kindCache  *[kindSlots]kindSlot // made on the first append
 	kindMisses int                  // events whose kind the cache did not hold (tests)
 	kindIndex  map[kindType]uint32  // kinds by pair, once there are more than kindScan
+
+	// compact holds tool transitions as their edge and instance (see
+	// compact.go).
+	compact compact
 
 	// Failure injection (FailAfter).
 	failArmed bool
@@ -93,10 +99,13 @@ type record struct {
 
 // kindType is an entry of Memory.kinds: an event kind and the dynamic type
 // of its payload (the type word of an interface holding it; nil for a nil
-// payload). A kind is nearly always logged with one payload type.
+// payload). A kind is nearly always logged with one payload type. An entry
+// with an edge is the edge of tool transitions held compactly (see
+// compact.go): its records point to their instance.
 type kindType struct {
 	kind vocab.EventKind
 	typ  unsafe.Pointer
+	edge *vocab.TransitionPayload
 }
 
 // eface is the layout of an interface{} value (runtime.eface): a record
@@ -124,8 +133,14 @@ func (m *Memory) event(idx int, r *record) vocab.Event {
 	st := &m.stamps[r.stamp/stampPage][r.stamp%stampPage]
 	kt := &m.kinds[r.kind]
 	var payload any
-	pl := (*eface)(unsafe.Pointer(&payload))
-	pl.typ, pl.data = kt.typ, r.data
+	if kt.edge != nil {
+		tp := *kt.edge
+		tp.Instance = *(*string)(r.data)
+		payload = tp
+	} else {
+		pl := (*eface)(unsafe.Pointer(&payload))
+		pl.typ, pl.data = kt.typ, r.data
+	}
 	ev := vocab.Event{Session: m.session, Seq: m.first + uint64(idx), At: st.at, Kind: kt.kind,
 		Turn: int(st.turn), Step: int(st.step), Payload: payload}
 	if m.others != nil || m.wide != nil {
@@ -379,7 +394,13 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 			if slot.p != p || int(slot.n) != len(ev.Kind) || p == 0 || m.kinds[kind].typ != pl.typ {
 				kind = m.kindMiss(ev.Kind, pl.typ, p)
 			}
-			*c = append(*c, record{data: pl.data, stamp: st, kind: kind})
+			data := pl.data
+			if pl.typ == transitionTyp && len((*vocab.TransitionPayload)(data).Instance) != 0 && p == transitionText &&
+				len(ev.Kind) == len(vocab.EventTransition) {
+				// A tool's transition: held as its edge and instance.
+				kind, data = m.transition((*vocab.TransitionPayload)(data))
+			}
+			*c = append(*c, record{data: data, stamp: st, kind: kind})
 			if !m.ofSession(ev.Session) {
 				if m.others == nil {
 					m.others = map[int]vocab.ID{}

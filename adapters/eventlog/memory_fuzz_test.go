@@ -4,6 +4,7 @@ import (
 	"math"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +32,17 @@ func FuzzMemory(f *testing.F) {
 		made[i] = vocab.EventKind("kind/" + strconv.Itoa(i%30)) // ten texts twice, at two addresses
 	}
 	u := &vocab.Usage{InputTokens: 1}
-	payloads := []any{nil, 0, 300, "s", u, vocab.UsagePayload{}, struct{}{}, []int{1}, map[string]int{}, vocab.TransitionPayload{From: "a"}}
+	// Tool transitions (an instance: held compactly under
+	// vocab.EventTransition): two calls on one edge, another edge, the
+	// first edge and call with texts made at run time, an edge with no
+	// names.
+	exec := vocab.TransitionPayload{Machine: "tool", Instance: "c1", From: "running", To: "after", Trigger: "exec.done"}
+	exec2, other, made1 := exec, exec, exec
+	exec2.Instance = "c2"
+	other.To, other.Guard, other.Internal = "running", "knownCall", true
+	made1.Instance, made1.From, made1.Trigger = strings.Clone("c1"), strings.Clone("running"), strings.Clone("exec.done")
+	payloads := []any{nil, 0, 300, "s", u, vocab.UsagePayload{}, struct{}{}, []int{1}, map[string]int{}, vocab.TransitionPayload{From: "a"},
+		exec, exec2, other, made1, vocab.TransitionPayload{Instance: "c3"}}
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		ops = ops[:min(len(ops), 512)] // longer inputs add time (minimizing them most), not cases
 		m := NewMemory()

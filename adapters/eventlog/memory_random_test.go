@@ -123,7 +123,11 @@ func TestMemoryRoundTripRandom(t *testing.T) {
 		if r.IntN(50) == 0 {
 			session = "other"
 		}
-		in = append(in, vocab.Event{Session: session, Seq: uint64(i + 1), At: at, Kind: vocab.EventKind("k" + string(rune('a'+r.IntN(5)))),
+		kind := vocab.EventKind("k" + string(rune('a'+r.IntN(5))))
+		if _, ok := p.(vocab.TransitionPayload); ok && r.IntN(2) == 0 {
+			kind = vocab.EventTransition // held compactly when it has an instance
+		}
+		in = append(in, vocab.Event{Session: session, Seq: uint64(i + 1), At: at, Kind: kind,
 			Turn: r.IntN(3), Step: r.IntN(9), Payload: p})
 	}
 	m := NewMemory()

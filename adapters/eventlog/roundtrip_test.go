@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -143,5 +145,94 @@ func TestMemoryKindCacheReuse(t *testing.T) {
 	}
 	if d := cmp.Diff(want, m.Events()); d != "" {
 		t.Fatalf("Events (-appended +held):\n%s", d)
+	}
+}
+
+// TestMemoryToolTransitions: tool transitions (vocab.EventTransition with
+// an instance) are held as their edge and instance, not as the boxes
+// appended: read back equal to what was appended (calls one after the
+// other and two at once, names whose texts are made at run time, an edge
+// with no names, the same edge under another kind), each edge once in
+// the log's kinds (beside the pair of kind and type the first one met), an instance once per run of transitions of its call.
+func TestMemoryToolTransitions(t *testing.T) {
+	edges := []vocab.TransitionPayload{
+		{Machine: "tool", From: "before", To: "running", Trigger: "before.proceed"},
+		{Machine: "tool", From: "running", To: "running", Trigger: "exec.started", Internal: true},
+		{Machine: "tool", From: "running", To: "after", Trigger: "exec.done"},
+		{Machine: "tool", From: "after", To: "succeeded", Trigger: "after.done", Guard: "resultOK"},
+	}
+	var in []vocab.Event
+	add := func(kind vocab.EventKind, tp vocab.TransitionPayload) {
+		in = append(in, vocab.Event{Session: "s", Seq: uint64(len(in) + 1), Kind: kind, Turn: 1, Step: len(in) / 8, Payload: tp})
+	}
+	runs := 0
+	for c := range 100 {
+		id := "c" + strconv.Itoa(c) // one text for the call's transitions, as the core logs them
+		for _, e := range edges {   // one call after the other
+			e.Instance = id
+			add(vocab.EventTransition, e)
+		}
+		runs++
+	}
+	for c := range 50 {
+		ids := []string{"a" + strconv.Itoa(c), "b" + strconv.Itoa(c)}
+		for _, e := range edges { // two calls at once
+			for _, id := range ids {
+				e.Instance = id
+				add(vocab.EventTransition, e)
+				runs++
+			}
+		}
+	}
+	made := edges[2]
+	made.Machine, made.From, made.To, made.Trigger, made.Instance = strings.Clone("tool"), strings.Clone("running"),
+		strings.Clone("after"), strings.Clone("exec.done"), strings.Clone("c0")
+	add(vocab.EventTransition, made)
+	add(vocab.EventTransition, vocab.TransitionPayload{Instance: "c0"})
+	add(vocab.EventKind("other"), vocab.TransitionPayload{Machine: "tool", Instance: "c0", From: "a", To: "b"}) // held as given
+	runs += 2
+	m := NewMemory()
+	for b := in; len(b) > 0; {
+		k := min(7, len(b))
+		if err := m.Append(t.Context(), b[:k]); err != nil {
+			t.Fatal(err)
+		}
+		b = b[k:]
+	}
+	if d := cmp.Diff(in, m.Events()); d != "" {
+		t.Fatalf("Events (-appended +held):\n%s", d)
+	}
+	compact, plain := 0, 0
+	for _, kt := range m.kinds {
+		if kt.edge != nil {
+			compact++
+		} else {
+			plain++
+		}
+	}
+	if compact != len(edges)+1 || plain != 2 {
+		t.Errorf("kinds hold %d edges and %d other pairs, want %d and 2", compact, plain, len(edges)+1)
+	}
+	insts := 0
+	for _, page := range m.compact.insts {
+		insts += len(page)
+	}
+	if insts != runs {
+		t.Errorf("%d instances held, want %d (one per run of a call's transitions)", insts, runs)
+	}
+	// No record keeps the box of a tool transition it was given.
+	held := 0
+	for _, c := range m.chunks {
+		for _, r := range c {
+			for k := range in {
+				if (*eface)(unsafe.Pointer(&in[k].Payload)).data == r.data && in[k].Kind == vocab.EventTransition {
+					t.Fatalf("a record keeps the box of event %d", k+1)
+				}
+			}
+			held++
+		}
+	}
+	if held != len(in) {
+		t.Fatalf("%d records, want %d", held, len(in))
 	}
 }
