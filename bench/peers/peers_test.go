@@ -641,6 +641,7 @@ func BenchmarkConcurrentLoopchartFresh(b *testing.B) {
 	runAll(b, svcs, k, runSync) // the warm-up op (see warmUp), on sessions of its own
 	closeAll(svcs)
 	svcs = open()
+	var cpu cpuTime
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
@@ -650,10 +651,11 @@ func BenchmarkConcurrentLoopchartFresh(b *testing.B) {
 			svcs = open()
 			b.StartTimer()
 		}
-		runAll(b, svcs, k, runSync)
+		cpu.run(func() { runAll(b, svcs, k, runSync) })
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*sessions*(k+1))/b.Elapsed().Seconds(), "steps/s")
+	cpu.report(b, b.N*sessions*(k+1))
 	closeAll(svcs)
 }
 
@@ -703,13 +705,15 @@ func openAll(b *testing.B, n int, open func(i int) (*agentsvc.Service, error)) [
 func concurrent(b *testing.B, n, k int, run prompt, open func(i int) (*agentsvc.Service, error)) {
 	svcs := openAll(b, n, open)
 	runAll(b, svcs, k, run) // the warm-up op (see warmUp)
+	var cpu cpuTime
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		runAll(b, svcs, k, run)
+		cpu.run(func() { runAll(b, svcs, k, run) })
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*n*(k+1))/b.Elapsed().Seconds(), "steps/s")
+	cpu.report(b, b.N*n*(k+1))
 	closeAll(svcs)
 }
 
@@ -752,9 +756,11 @@ func concurrentEino(b *testing.B, n int) {
 	runAll() // the warm-up op (see warmUp)
 	b.ReportAllocs()
 	b.ResetTimer()
+	var cpu cpuTime
 	for b.Loop() {
-		runAll()
+		cpu.run(runAll)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*n*(k+1))/b.Elapsed().Seconds(), "steps/s")
+	cpu.report(b, b.N*n*(k+1))
 }
