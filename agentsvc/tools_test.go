@@ -328,3 +328,42 @@ func TestSpillThroughTheService(t *testing.T) {
 		t.Errorf("read_output at the end gives %q", page.Content)
 	}
 }
+
+// An OnBeforeTool listener that rewrites a call's arguments into bytes
+// that are not JSON fails the hook chain: the tool does not run, the call
+// gets an error result, and the prompt still ends.
+func TestToolHookArgsThatAreNotJSON(t *testing.T) {
+	ctx := ctx5(t)
+	w := &writeTool{}
+	svc, err := openWith(t, memory.New(), "s1", `{"steps": [
+		{"tool_calls": [{"id": "c1", "name": "plain", "args": {"path": "a"}}]},
+		{"parts": [{"text": "ok"}]}]}`, []vocab.Tool{plainTool{w}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(ctx)
+	svc.OnBeforeTool.Register("break", func(ctx context.Context, c *agentsvc.ToolCallContext, next hooks.Next[*agentsvc.ToolCallContext]) (*agentsvc.ToolCallContext, error) {
+		c.Call.Args = json.RawMessage(`{"path":`)
+		return next(ctx, c)
+	})
+	p, err := svc.Submit(vocab.UserText("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Wait(ctx); err != nil || res.Kind != vocab.PromptCompleted {
+		t.Fatalf("prompt ended %s %v, want completed", res, err)
+	}
+	if got := w.ran(); len(got) != 0 {
+		t.Errorf("the tool ran with %v, want not at all", got)
+	}
+	h, _ := svc.History(ctx)
+	var results []*vocab.ToolResult
+	for _, m := range h.Messages() {
+		if m.Result != nil {
+			results = append(results, m.Result)
+		}
+	}
+	if len(results) != 1 || !results[0].IsError || !strings.Contains(results[0].Content, "invalid JSON") {
+		t.Errorf("results %+v, want one error result naming the invalid JSON", results)
+	}
+}
