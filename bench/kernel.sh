@@ -20,12 +20,16 @@ if [ $# -lt 2 ]; then
   exit 2
 fi
 pkg=$1 re=$2 benchtime=${3:-10x}
+if ! command -v perf >/dev/null; then
+  echo "bench/kernel.sh: perf not found (Debian package \"linux-perf\")" >&2
+  exit 1
+fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 go test -c -o "$dir/bench.test" "$pkg"
 cd "$pkg"
-perf record -q -e cpu-clock -g -o "$dir/perf.data" "$dir/bench.test" -test.run '^$' -test.bench "$re" -test.benchtime "$benchtime" |
-  grep -E '^Benchmark' || true
+perf record -q -e cpu-clock -g -o "$dir/perf.data" "$dir/bench.test" -test.run '^$' -test.bench "$re" -test.benchtime "$benchtime" >"$dir/out"
+grep -E '^Benchmark' "$dir/out" || true
 perf script -i "$dir/perf.data" 2>/dev/null | awk '
   function flush() {
     if (!n) return
