@@ -701,15 +701,16 @@ func (c *Core) closing() bool { return c.m.agent.In(c.agent, agent.Closing) || c
 
 // stale reports whether in answers work that is no longer outstanding.
 func (c *Core) stale(in *vocab.Input) bool {
-	switch in.Kind {
-	case vocab.InModelParts, vocab.InModelDone, vocab.InModelFailed, vocab.InToolUpdate, vocab.InToolDone,
-		vocab.InHookDone, vocab.InTimerFired, vocab.InMaintenanceDone, vocab.InSlotGranted:
+	// Every input that answers work (answers), but tool.detached: a
+	// detach is recorded whether or not its call is still running.
+	if answers(in.Kind) != "" && in.Kind != vocab.InToolDetached {
 		// Work that waits for a lane slot was handed to no worker yet:
 		// a result for it comes from one that died (a tool hook asked
 		// again after a reopen keeps its id).
 		p := c.find(in.Work)
 		return p == nil || p.waiting
-	case vocab.InStopped:
+	}
+	if in.Kind == vocab.InStopped {
 		for _, p := range c.work {
 			if p.kind == WorkStop {
 				return false
