@@ -89,7 +89,6 @@ func (m *Memory) transition(tp *vocab.TransitionPayload) (uint32, unsafe.Pointer
 	c := &m.compact
 	if c.cache == nil {
 		c.cache = new([edgeSlots]edgeSlot)
-		c.edges = map[vocab.TransitionPayload]uint32{}
 	}
 	h := edgeHash(textOf(tp.From), textOf(tp.To), textOf(tp.Trigger))
 	var idx uint32
@@ -119,6 +118,16 @@ func (m *Memory) transition(tp *vocab.TransitionPayload) (uint32, unsafe.Pointer
 // alive could be freed and its place reused by another).
 func (m *Memory) edgeMiss(tp *vocab.TransitionPayload, h int) uint32 {
 	c := &m.compact
+	if c.edges == nil {
+		// The edges the log's kinds hold already (from a template):
+		// indexed on the log's first miss.
+		c.edges = map[vocab.TransitionPayload]uint32{}
+		for i, e := range m.kinds {
+			if e.edge != nil {
+				c.edges[*e.edge] = uint32(i)
+			}
+		}
+	}
 	key := *tp
 	key.Instance = ""
 	idx, ok := c.edges[key]

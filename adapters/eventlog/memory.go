@@ -58,6 +58,9 @@ type Memory struct {
 	kindCache  *[kindSlots]kindSlot // made on the first append
 	kindMisses int                  // events whose kind the cache did not hold (tests)
 	kindIndex  map[kindType]uint32  // kinds by pair, once there are more than kindScan
+	// published is how many of kinds the template held when the log
+	// adopted it or last published its own (see template).
+	published int
 
 	// compact holds tool transitions as their edge and instance (see
 	// compact.go).
@@ -366,7 +369,7 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 		m.first, m.session = batch[0].Seq, batch[0].Session
 	}
 	if m.kindCache == nil {
-		m.kindCache = new([kindSlots]kindSlot)
+		m.adopt()
 	}
 	for len(batch) > 0 {
 		if n := len(m.chunks); n == 0 || len(m.chunks[n-1]) == chunkCap(n-1) {
@@ -416,6 +419,9 @@ func (m *Memory) Append(_ context.Context, batch []vocab.Event) error {
 			m.n++
 		}
 		batch = batch[k:]
+	}
+	if len(m.kinds) > m.published && len(m.kinds) <= templateKinds {
+		m.publish()
 	}
 	return nil
 }

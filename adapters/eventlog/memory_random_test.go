@@ -234,6 +234,7 @@ func TestMemoryKindCache(t *testing.T) {
 		{Kind: vocab.EventUserMessage, Payload: vocab.MessagePayload{}}, {Kind: vocab.EventStatus, Payload: vocab.StatusPayload{}},
 		{Kind: vocab.EventPrompt, Payload: vocab.PromptPayload{}}, {Kind: vocab.EventAgentStart},
 	}
+	withoutTemplate(t)
 	m := NewMemory()
 	seq := uint64(0)
 	const steps = 50

@@ -155,6 +155,7 @@ func TestMemoryKindCacheReuse(t *testing.T) {
 // with no names, the same edge under another kind), each edge once in
 // the log's kinds (beside the pair of kind and type the first one met), an instance once per run of transitions of its call.
 func TestMemoryToolTransitions(t *testing.T) {
+	withoutTemplate(t)
 	edges := []vocab.TransitionPayload{
 		{Machine: "tool", From: "before", To: "running", Trigger: "before.proceed"},
 		{Machine: "tool", From: "running", To: "running", Trigger: "exec.started", Internal: true},

@@ -569,7 +569,12 @@ func BenchmarkConcurrentLoopchartSubmit(b *testing.B) { concurrentLoopchart(b, s
 
 // BenchmarkConcurrentEino is BenchmarkConcurrentLoopchart for eino's ReAct
 // agent: 1,000 concurrent runs of k=10 per op, one agent per run.
-func BenchmarkConcurrentEino(b *testing.B) { concurrentEino(b, sessions) }
+func BenchmarkConcurrentEino(b *testing.B) { concurrentEino(b, sessions, 10) }
+
+// BenchmarkConcurrentEinoOneTurn is BenchmarkConcurrentEino with one run
+// of three steps (k=2) per agent per op: the peer of
+// BenchmarkConcurrentLoopchartOneTurn.
+func BenchmarkConcurrentEinoOneTurn(b *testing.B) { concurrentEino(b, sessions, 2) }
 
 // BenchmarkConcurrent10kLoopchart is BenchmarkConcurrentLoopchart with
 // 10,000 sessions (agentsvc.New, in-memory sink, the same fake model and
@@ -579,7 +584,7 @@ func BenchmarkConcurrent10kLoopchart(b *testing.B) { concurrentLoopchart(b, sess
 
 // BenchmarkConcurrent10kEino is BenchmarkConcurrentEino with 10,000
 // concurrent runs per op.
-func BenchmarkConcurrent10kEino(b *testing.B) { concurrentEino(b, sessions10k) }
+func BenchmarkConcurrent10kEino(b *testing.B) { concurrentEino(b, sessions10k, 10) }
 
 // BenchmarkConcurrent10kHost is BenchmarkConcurrent10kLoopchart with the
 // 10,000 sessions opened by one agentsvc.Host on the in-memory store, its
@@ -632,8 +637,18 @@ func BenchmarkConcurrentLoopchartOutsideStore(b *testing.B) {
 // prompt runs on an empty session, as each eino run starts from nothing,
 // so the difference between the two loopchart benchmarks is what the
 // sessions' growing logs and histories cost.
-func BenchmarkConcurrentLoopchartFresh(b *testing.B) {
-	const k = 10
+func BenchmarkConcurrentLoopchartFresh(b *testing.B) { concurrentFresh(b, 10) }
+
+// BenchmarkConcurrentLoopchartOneTurn is the issue's own measure of many
+// sessions, in the shape its baseline was taken: 1,000 sessions, each
+// running one turn of three steps (k=2) on the in-memory sink, all at
+// once; new sessions every op, made and closed outside the timer. Compare
+// with BenchmarkConcurrentEinoOneTurn in the same run.
+func BenchmarkConcurrentLoopchartOneTurn(b *testing.B) { concurrentFresh(b, 2) }
+
+// concurrentFresh runs one k-round prompt on each of 1,000 new sessions at
+// once per op (see BenchmarkConcurrentLoopchartFresh).
+func concurrentFresh(b *testing.B, k int) {
 	open := func() []*agentsvc.Service {
 		return openAll(b, sessions, func(int) (*agentsvc.Service, error) { return agentsvc.New(lcOptions(k)) })
 	}
@@ -717,10 +732,9 @@ func concurrent(b *testing.B, n, k int, run prompt, open func(i int) (*agentsvc.
 	closeAll(svcs)
 }
 
-// concurrentEino runs n eino ReAct agents at once per op, each one k=10
-// run, and reports steps/s.
-func concurrentEino(b *testing.B, n int) {
-	const k = 10
+// concurrentEino runs n eino ReAct agents at once per op, each one
+// k-round run, and reports steps/s.
+func concurrentEino(b *testing.B, n, k int) {
 	ctx := context.Background()
 	ags := make([]*react.Agent, n)
 	for i := range ags {
