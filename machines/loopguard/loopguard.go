@@ -144,7 +144,7 @@ func (s *State) IsZero() bool {
 // Clone returns a deep copy of the exported state (scratch not shared).
 func (s *State) Clone() State {
 	return State{
-		History:      slices.Clone(s.History),
+		History:      slices.Clip(slices.Clone(s.History)), // no room to share: push copies it before growing it
 		Warnings:     slices.Clone(s.Warnings),
 		CriticalSeen: s.CriticalSeen,
 	}
@@ -159,7 +159,7 @@ func (s *State) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	*s = State{History: p.History, Warnings: p.Warnings, CriticalSeen: p.CriticalSeen}
+	*s = State{History: slices.Clip(p.History), Warnings: p.Warnings, CriticalSeen: p.CriticalSeen}
 	return nil
 }
 
@@ -330,8 +330,10 @@ func (s *State) push(r Record) {
 			s.History = s.win[:m]
 		}
 	}
-	if cap(s.History) < HistorySize {
-		h := make([]Record, len(s.History), HistorySize)
+	if len(s.History) == cap(s.History) && cap(s.History) < HistorySize {
+		// Grown in steps up to the window (a session that calls a
+		// tool or two does not hold room for thirty records).
+		h := make([]Record, len(s.History), min(HistorySize, max(4, 2*cap(s.History))))
 		copy(h, s.History)
 		s.History = h
 	}

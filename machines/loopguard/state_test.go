@@ -160,6 +160,38 @@ func TestHistoryBound(t *testing.T) {
 	}
 }
 
+// TestHistoryGrowsInSteps: a run of a few calls holds room for a few
+// records, not for the whole window; a clone or a decoded state has no
+// spare room, so a state restored from one (twice, say) copies its
+// history before adding to it instead of writing into storage another
+// state shares.
+func TestHistoryGrowsInSteps(t *testing.T) {
+	var st loopguard.State
+	st.Launched(call("a", "t", ""))
+	st.Launched(call("b", "t", ""))
+	if c := cap(st.History); c >= loopguard.HistorySize {
+		t.Fatalf("two calls hold room for %d records, want fewer than the window's %d", c, loopguard.HistorySize)
+	}
+	snap := st.Clone()
+	r1, r2 := snap, snap // two states restored from one snapshot
+	r1.Launched(call("c", "t", ""))
+	r2.Launched(call("d", "t", ""))
+	if len(r1.History) != 3 || r1.History[2].ID != "c" || r2.History[2].ID != "d" {
+		t.Fatalf("states restored from one snapshot share their history: %v, %v", r1.History, r2.History)
+	}
+	b, err := json.Marshal(&st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dec loopguard.State
+	if err := json.Unmarshal(b, &dec); err != nil {
+		t.Fatal(err)
+	}
+	if len(dec.History) != cap(dec.History) {
+		t.Fatalf("a decoded history has room for %d more records, want none", cap(dec.History)-len(dec.History))
+	}
+}
+
 // TestCloneIndependent: a clone shares nothing with its original.
 func TestCloneIndependent(t *testing.T) {
 	var st loopguard.State
