@@ -58,11 +58,14 @@ func (m *Memory) adopt() {
 // publish makes the log's kinds and caches the template, unless another
 // log has published as many kinds or more (under mu).
 func (m *Memory) publish() {
+	m.published = len(m.kinds)
+	if old := memTemplate.Load(); old != nil && len(old.kinds) >= len(m.kinds) {
+		return // as many kinds or more already: nothing to build
+	}
 	t := &template{kinds: slices.Clip(slices.Clone(m.kinds)), cache: *m.kindCache}
 	if m.compact.cache != nil {
 		t.edges = *m.compact.cache
 	}
-	m.published = len(m.kinds)
 	for {
 		old := memTemplate.Load()
 		if old != nil && len(old.kinds) >= len(t.kinds) {
