@@ -137,6 +137,7 @@ func (m *Memory) edgeMiss(tp *vocab.TransitionPayload, h int) uint32 {
 		c.edges[key] = idx
 	}
 	if e := m.kinds[idx].edge; sameEdge(e, tp) {
+		m.ownEdges()
 		c.cache[h] = edgeSlot{edge: e, idx: idx}
 	}
 	return idx

@@ -59,8 +59,11 @@ type Memory struct {
 	kindMisses int                  // events whose kind the cache did not hold (tests)
 	kindIndex  map[kindType]uint32  // kinds by pair, once there are more than kindScan
 	// published is how many of kinds the template held when the log
-	// adopted it or last published its own (see template).
-	published int
+	// adopted it or last published its own (see template);
+	// sharedKinds and sharedEdges are set while the kind and edge caches
+	// are the template's, which the log copies before it changes them.
+	published                int
+	sharedKinds, sharedEdges bool
 
 	// compact holds tool transitions as their edge and instance (see
 	// compact.go).
@@ -260,6 +263,7 @@ func (m *Memory) kindMiss(k vocab.EventKind, typ unsafe.Pointer, p uintptr) uint
 // one, or one it makes free by moving the entry there to that entry's
 // other place, or else the first.
 func (m *Memory) cacheKind(e kindSlot, first, second int) {
+	m.ownKinds()
 	c := m.kindCache
 	for _, i := range [2]int{first, second} {
 		if c[i].p == 0 {

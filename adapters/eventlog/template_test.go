@@ -66,7 +66,11 @@ func TestMemoryTemplate(t *testing.T) {
 		t.Fatalf("Events (-appended +held):\n%s", d)
 	}
 
+	if b.kindCache != &tp.cache || b.compact.cache != &tp.edges {
+		t.Errorf("a log that met only the template's kinds and edges made caches of its own")
+	}
 	kinds := append([]kindType(nil), tp.kinds...)
+	cache, edges := tp.cache, tp.edges
 	extra := []vocab.Event{
 		{Session: "s", Seq: 19, Kind: "custom/kind", Payload: 7},
 		{Session: "s", Seq: 20, Kind: vocab.EventTransition, Payload: vocab.TransitionPayload{Machine: "tool", Instance: "c8", From: "after", To: "failed", Trigger: "after.done"}},
@@ -76,6 +80,9 @@ func TestMemoryTemplate(t *testing.T) {
 	}
 	if d := cmp.Diff(kinds, tp.kinds, cmp.Comparer(func(x, y kindType) bool { return x == y })); d != "" {
 		t.Fatalf("the template's kinds changed under a log that adopted them (-before +after):\n%s", d)
+	}
+	if cache != tp.cache || edges != tp.edges {
+		t.Fatalf("a log that met a new kind and a new edge changed the template's caches")
 	}
 	if d := cmp.Diff(append(in, extra...), b.Events()); d != "" {
 		t.Fatalf("Events after new kinds (-appended +held):\n%s", d)

@@ -226,6 +226,45 @@ func (rawNoop) Run(context.Context, vocab.ToolCall, func(string)) (vocab.ToolRes
 	return vocab.ToolResult{Content: "ok"}, nil
 }
 
+// BenchmarkLoopchartNewSession is BenchmarkLoopchart where every prompt is
+// the first of a session that has just been opened (with the prompt's
+// model and tool, in batches of newSessions made and then closed outside
+// the timer): what a session's first prompt costs beyond a later one's,
+// as an eino run always starts from nothing. Compare with BenchmarkEino.
+func BenchmarkLoopchartNewSession(b *testing.B) {
+	for _, k := range ks {
+		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
+			ctx := context.Background()
+			var svcs []*agentsvc.Service
+			open := func() {
+				closeAll(svcs)
+				svcs = openAll(b, newSessions, func(int) (*agentsvc.Service, error) { return agentsvc.New(lcOptions(k)) })
+			}
+			open()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if i > 0 && i%newSessions == 0 {
+					b.StopTimer()
+					open()
+					b.StartTimer()
+				}
+				res, err := runSync(ctx, svcs[i%newSessions])
+				if err != nil || res.Kind != vocab.PromptCompleted || res.Steps != k+1 {
+					b.Fatalf("run %d: %v %v, want completed{steps=%d}", i, res, err, k+1)
+				}
+			}
+			b.StopTimer()
+			perStep(b, k)
+			closeAll(svcs)
+		})
+	}
+}
+
+// newSessions is how many sessions BenchmarkLoopchartNewSession opens at
+// a time.
+const newSessions = 256
+
 func benchLoopchartWith(b *testing.B, run prompt, noop vocab.Tool, tweak func(*agentsvc.Options)) {
 	for _, k := range ks {
 		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
