@@ -55,7 +55,7 @@ type Memory struct {
 	nstamps    int
 	last       stamp // stamps' last entry (when nstamps > 0), compared without finding its page
 	kinds      []kindType
-	kindCache  *[kindSlots]kindSlot // made on the first append
+	kindCache  *[kindSlots]kindSlot // the template's or its own, from the first append (see template.go)
 	kindMisses int                  // events whose kind the cache did not hold (tests)
 	kindIndex  map[kindType]uint32  // kinds by pair, once there are more than kindScan
 	// published is how many of kinds the template held when the log
