@@ -404,3 +404,42 @@ func TestServiceRunCtxEnds(t *testing.T) {
 		t.Errorf("the tool's result: %q, want %q", got, "slow ok")
 	}
 }
+
+// A handler registered on a session that has already run (so the lane's
+// answer to which slots have handlers is cached) runs in its next prompt;
+// one registered on another session's slot changes nothing here; a
+// removed one no longer runs.
+func TestLateHandlersRun(t *testing.T) {
+	ctx := ctx5(t)
+	svc := newRunService(t, runOptions(1, okTool))
+	other := newRunService(t, runOptions(1, okTool))
+	calls := 0
+	count := func(ctx context.Context, c *agentsvc.ToolCallContext, next hooks.Next[*agentsvc.ToolCallContext]) (*agentsvc.ToolCallContext, error) {
+		calls++
+		return next(ctx, c)
+	}
+	run := func(what string, want int) {
+		t.Helper()
+		calls = 0
+		if res, err := svc.RunText(ctx, "go"); err != nil || res.Kind != vocab.PromptCompleted {
+			t.Fatalf("%s: %s %v", what, res, err)
+		}
+		if calls != want {
+			t.Errorf("%s: the before-tool handler ran %d times, want %d", what, calls, want)
+		}
+	}
+	run("no handler", 0)
+	h, err := svc.OnBeforeTool.Register("count", count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run("after Register", 1)
+	if _, err := other.OnAfterTool.Register("other", func(ctx context.Context, c *agentsvc.ToolResultContext, next hooks.Next[*agentsvc.ToolResultContext]) (*agentsvc.ToolResultContext, error) {
+		return next(ctx, c)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	run("after another session's Register", 1)
+	h.Remove()
+	run("after Remove", 0)
+}

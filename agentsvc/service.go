@@ -367,6 +367,14 @@ func on0(s *Service, f func(*engine.Engine) error) error {
 // every batch of inputs, so the answer is cached while the set is the
 // same.
 func (s *Service) slots() []vocab.HookName {
+	// While no slot of the process changed, the last answer stands: the
+	// lane asks at every batch, and asking the eight slots would touch
+	// eight objects (cold ones, for a session's first prompt).
+	gen := hooks.Generation()
+	c := s.slotCache.Load()
+	if c != nil && c.gen == gen {
+		return c.list
+	}
 	var mask uint16
 	for i, n := range [...]int{s.OnWillBeginStep.Len(), s.OnDidFinishStep.Len(), s.OnTurnStopping.Len(),
 		s.OnBeforeSubmitPrompt.Len(), s.errors.Len(), s.OnBeforeTool.Len(), s.OnAfterTool.Len(), s.OnLoopWarning.Len()} {
@@ -374,7 +382,8 @@ func (s *Service) slots() []vocab.HookName {
 			mask |= 1 << i
 		}
 	}
-	if c := s.slotCache.Load(); c != nil && c.mask == mask {
+	if c != nil && c.mask == mask {
+		s.slotCache.Store(&slotSet{gen: gen, mask: mask, list: c.list})
 		return c.list
 	}
 	var out []vocab.HookName
@@ -384,13 +393,15 @@ func (s *Service) slots() []vocab.HookName {
 			out = append(out, h)
 		}
 	}
-	s.slotCache.Store(&slotSet{mask: mask, list: out})
+	s.slotCache.Store(&slotSet{gen: gen, mask: mask, list: out})
 	return out
 }
 
 // slotSet is an answer of Service.slots: the slots with handlers, as a
-// mask and as the list it stands for (never changed once made).
+// mask and as the list it stands for, and the hooks generation it was
+// derived at (never changed once made).
 type slotSet struct {
+	gen  uint64
 	mask uint16
 	list []vocab.HookName
 }

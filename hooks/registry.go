@@ -82,11 +82,27 @@ type registry[H any] struct {
 	pub     atomic.Pointer[[]entry[H]] // &entries as last published; nil while none
 }
 
-// publish makes next the registry's entries (under mu).
+// publish makes next the registry's entries (under mu), then counts the
+// change in generation.
 func (r *registry[H]) publish(next []entry[H]) {
 	r.entries = next
 	r.pub.Store(&next)
+	generation.Add(1)
 }
+
+// generation counts the changes to the handlers of every slot of the
+// process (see Generation).
+var generation atomic.Uint64
+
+// Generation returns a number that changes whenever a handler is added to
+// or removed from any Slot or SerialSlot of the process. What a caller
+// derives from slots (which of them have handlers, say), cached beside the
+// generation it read before deriving it, stays true for as long as
+// Generation returns that number: asking costs one atomic load, where
+// asking each slot would touch each of them. A change is counted after it
+// is visible, so a derivation made after reading a generation sees at
+// least every change counted up to it.
+func Generation() uint64 { return generation.Load() }
 
 func (r *registry[H]) register(id string, h H, isNil bool, opts []Option) (Handle, error) {
 	var (

@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"context"
 	"sync"
 	"testing"
 )
@@ -61,4 +62,50 @@ func BenchmarkSlotLen(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestGeneration: every Register, replacement and Remove of any slot or
+// serial slot changes Generation; asking a slot, running it, a Remove
+// that removed nothing and a refused Register leave it as it was.
+func TestGeneration(t *testing.T) {
+	s := NewSlot[string]("s")
+	ss := NewSerialSlot[string, struct{}]("ss")
+	pass := func(ctx context.Context, c string, next Next[string]) (string, error) { return next(ctx, c) }
+	var hc Handle
+	changes := []struct {
+		what string
+		do   func()
+	}{
+		{"Register", func() { mustRegister(t, s, "a", pass) }},
+		{"Register of an id already there (a replacement)", func() { mustRegister(t, s, "a", pass) }},
+		{"Register of another id", func() { hc = mustRegister(t, s, "c", pass) }},
+		{"SerialSlot.Register", func() {
+			if _, err := ss.Register("b", func(context.Context, string) (struct{}, error) { return struct{}{}, nil }); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"Remove", func() { s.Remove("a") }},
+		{"Handle.Remove", func() { hc.Remove() }},
+		{"SerialSlot.Remove", func() { ss.Remove("b") }},
+	}
+	for _, c := range changes {
+		before := Generation()
+		c.do()
+		if Generation() == before {
+			t.Errorf("%s: Generation stayed %d", c.what, before)
+		}
+	}
+	before := Generation()
+	_ = s.Len()
+	_ = s.IDs()
+	if _, err := s.RunWaterfall(context.Background(), "x", func(_ context.Context, c string) (string, error) { return c, nil }); err != nil {
+		t.Fatal(err)
+	}
+	s.Remove("no such id")
+	if _, err := s.Register("", pass); err == nil {
+		t.Fatal("Register with an empty id succeeded")
+	}
+	if got := Generation(); got != before {
+		t.Errorf("asking, running, a Remove of nothing and a refused Register moved Generation from %d to %d", before, got)
+	}
 }
