@@ -182,7 +182,11 @@ type Service struct {
 
 	errors *hooks.Slot[*ErrorContext]
 
-	slotCache atomic.Pointer[slotSet] // the last answer of slots; nil before the first
+	// slotState is the last answer of slots, as the hooks generation it
+	// was derived at and the mask of the slots with handlers, in one word
+	// (generation<<8 | mask), so that the two are always read together
+	// and a new generation with the same mask costs no allocation.
+	slotState atomic.Uint64
 }
 
 // StepInfo locates a step.
@@ -364,46 +368,47 @@ func on0(s *Service, f func(*engine.Engine) error) error {
 }
 
 // slots lists the hook slots that have handlers now. The lane asks before
-// every batch of inputs, so the answer is cached while the set is the
-// same.
+// every batch of inputs, so the answer stands while no slot of the process
+// changed (see hooks.Generation): asking the eight slots would touch eight
+// objects, cold ones in a session's first prompt.
 func (s *Service) slots() []vocab.HookName {
-	// While no slot of the process changed, the last answer stands: the
-	// lane asks at every batch, and asking the eight slots would touch
-	// eight objects (cold ones, for a session's first prompt).
-	gen := hooks.Generation()
-	c := s.slotCache.Load()
-	if c != nil && c.gen == gen {
-		return c.list
+	gen := hooks.Generation() << 8 // a generation past 2^56 changes would alias an old one
+	if st := s.slotState.Load(); st&^0xff == gen {
+		return slotList(uint8(st))
 	}
-	var mask uint16
+	var mask uint8
 	for i, n := range [...]int{s.OnWillBeginStep.Len(), s.OnDidFinishStep.Len(), s.OnTurnStopping.Len(),
 		s.OnBeforeSubmitPrompt.Len(), s.errors.Len(), s.OnBeforeTool.Len(), s.OnAfterTool.Len(), s.OnLoopWarning.Len()} {
 		if n > 0 {
 			mask |= 1 << i
 		}
 	}
-	if c != nil && c.mask == mask {
-		s.slotCache.Store(&slotSet{gen: gen, mask: mask, list: c.list})
-		return c.list
+	s.slotState.Store(gen | uint64(mask))
+	return slotList(mask)
+}
+
+// slotNames are the hook slots, in the order of the bits of a slots mask.
+var slotNames = [...]vocab.HookName{vocab.HookWillBeginStep, vocab.HookDidFinishStep, vocab.HookTurnStopping,
+	vocab.HookBeforeSubmitPrompt, vocab.HookRequestError, vocab.HookBeforeTool, vocab.HookAfterTool, vocab.HookLoopWarning}
+
+// slotLists holds, for each mask of slots, the list of their names (made
+// on first use, never changed after; shared by every service).
+var slotLists [1 << len(slotNames)]atomic.Pointer[[]vocab.HookName]
+
+// slotList returns the names of the slots in mask, in slot order. The list
+// must not be changed.
+func slotList(mask uint8) []vocab.HookName {
+	if p := slotLists[mask].Load(); p != nil {
+		return *p
 	}
 	var out []vocab.HookName
-	for i, h := range [...]vocab.HookName{vocab.HookWillBeginStep, vocab.HookDidFinishStep, vocab.HookTurnStopping,
-		vocab.HookBeforeSubmitPrompt, vocab.HookRequestError, vocab.HookBeforeTool, vocab.HookAfterTool, vocab.HookLoopWarning} {
+	for i, h := range slotNames {
 		if mask&(1<<i) != 0 {
 			out = append(out, h)
 		}
 	}
-	s.slotCache.Store(&slotSet{gen: gen, mask: mask, list: out})
+	slotLists[mask].Store(&out)
 	return out
-}
-
-// slotSet is an answer of Service.slots: the slots with handlers, as a
-// mask and as the list it stands for, and the hooks generation it was
-// derived at (never changed once made).
-type slotSet struct {
-	gen  uint64
-	mask uint16
-	list []vocab.HookName
 }
 
 func failed(err error) vocab.HookVerdict {
