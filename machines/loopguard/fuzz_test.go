@@ -125,14 +125,7 @@ func play(t *testing.T, ops []byte) *loopguard.State {
 				t.Fatalf("op %d: NewRun left state", i)
 			}
 		case op == 14:
-			js, err := json.Marshal(st)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var back loopguard.State
-			if err := json.Unmarshal(js, &back); err != nil {
-				t.Fatal(err)
-			}
+			back, _ := roundTrip(t, st)
 			st = &back
 		default: // an unfinished call finished with a veto
 			c := mk(b, 1)

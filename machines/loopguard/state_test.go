@@ -53,14 +53,7 @@ func TestStateJSONRoundTrip(t *testing.T) {
 	}
 	st.Block([]loopguard.Call{c}, a)
 
-	b, err := json.Marshal(&st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back loopguard.State
-	if err := json.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
+	back, b := roundTrip(t, &st)
 	if d := cmp.Diff(exported(&st), exported(&back), cmpopts.IgnoreUnexported(loopguard.State{})); d != "" {
 		t.Fatalf("round trip (-want +got):\n%s\n%s", d, b)
 	}
@@ -179,17 +172,25 @@ func TestHistoryGrowsInSteps(t *testing.T) {
 	if len(r1.History) != 3 || r1.History[2].ID != "c" || r2.History[2].ID != "d" {
 		t.Fatalf("states restored from one snapshot share their history: %v, %v", r1.History, r2.History)
 	}
-	b, err := json.Marshal(&st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dec loopguard.State
-	if err := json.Unmarshal(b, &dec); err != nil {
-		t.Fatal(err)
-	}
+	dec, _ := roundTrip(t, &st)
 	if len(dec.History) != cap(dec.History) {
 		t.Fatalf("a decoded history has room for %d more records, want none", cap(dec.History)-len(dec.History))
 	}
+}
+
+// roundTrip encodes st as a snapshot and decodes it into a new State: it
+// returns the decoded state and the encoding.
+func roundTrip(t testing.TB, st *loopguard.State) (loopguard.State, []byte) {
+	t.Helper()
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back loopguard.State
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	return back, b
 }
 
 // TestCloneIndependent: a clone shares nothing with its original.
