@@ -198,7 +198,9 @@ func (c *Client) Status(ctx context.Context, s vocab.ID) (Status, error) {
 }
 
 // query asks the session's current run; a run that is loading its
-// snapshot (just continued as new) is asked again, backing off.
+// snapshot (just continued as new), and a query that failed for a lost
+// worker or an unreachable server (see passing), is asked again, backing
+// off, until ctx ends.
 func (c *Client) query(ctx context.Context, s vocab.ID, name string, out any, args ...any) error {
 	d := c.pollMin
 	for {
@@ -206,9 +208,11 @@ func (c *Client) query(ctx context.Context, s vocab.ID, name string, out any, ar
 		if err == nil {
 			return v.Get(out)
 		}
-		err = refusal(err)
-		if vocab.CodeOf(err) != CodeLoading {
-			return err
+		if !passing(ctx, err) {
+			err = refusal(err)
+			if vocab.CodeOf(err) != CodeLoading {
+				return err
+			}
 		}
 		t := time.NewTimer(d)
 		select {
@@ -219,6 +223,22 @@ func (c *Client) query(ctx context.Context, s vocab.ID, name string, out any, ar
 		}
 		d = min(2*d, c.pollMax)
 	}
+}
+
+// passing reports whether err, the failure of a query made under ctx, is
+// the passing trouble of a server or a worker rather than an answer: a
+// worker lost while a query waited on it fails the query as cancelled or
+// timed out though ctx is alive, and an unreachable server is unavailable.
+// The query is asked again, as it is while a continued run loads.
+func passing(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var canceled *serviceerror.Canceled
+	var deadline *serviceerror.DeadlineExceeded
+	var unavailable *serviceerror.Unavailable
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &canceled) || errors.As(err, &deadline) || errors.As(err, &unavailable)
 }
 
 // Prompt reads how the prompt id stands.
