@@ -101,6 +101,7 @@ func (e *Engine) stopper() {
 	e.mu.Unlock()
 	sortStuck(stuck)
 	e.stuck = stuck
+	growStack() // this goroutine drives the lane through the close
 	_ = e.post(&item{in: vocab.Input{Kind: vocab.InStopped, At: e.opt.Clock.Now(), Stuck: stuck}}, nil, nil)
 }
 

@@ -121,6 +121,7 @@ func (l *GlobalLane) grant(slots []laneSlot) {
 		l.grants.Add(1)
 		go func() {
 			defer l.grants.Done()
+			growStack() // this goroutine may drive the session's lane
 			in := vocab.Input{Kind: vocab.InSlotGranted, At: s.e.opt.Clock.Now(), Work: s.id}
 			if err := s.e.post(&item{in: in}, nil, nil); err != nil {
 				l.release(s.e, s.id)

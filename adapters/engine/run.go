@@ -38,6 +38,7 @@ func (e *Engine) Run(ctx context.Context, msg vocab.Message) (vocab.PromptResult
 	if reentrant(ctx, e) {
 		return vocab.PromptResult{}, vocab.Errorf(vocab.CodeReentrant, "Run called from a tool or hook of its own session")
 	}
+	growStack()
 	w := &promptWait{done: make(chan struct{})}
 	self := &worker{free: true}
 	_, err := e.messageAs(vocab.InSubmit, msg, "", false, w, self)

@@ -158,6 +158,7 @@ func (e *Engine) launch(wk *worker) {
 		id := wk.w.ID
 		wk.timer = e.opt.Clock.AfterFunc(wk.w.Deadline.Sub(e.opt.Clock.Now()), func() {
 			if e.finish(wk) {
+				growStack() // this goroutine may drive the lane
 				_ = e.post(&item{in: vocab.Input{Kind: vocab.InTimerFired, At: e.opt.Clock.Now(), Work: id}}, nil, nil)
 			}
 		})
@@ -170,6 +171,7 @@ func (e *Engine) launch(wk *worker) {
 // run executes work on this goroutine, then whatever the lane hands it
 // next.
 func (e *Engine) run(wk *worker) {
+	growStack()
 	for wk != nil {
 		e.exec(wk)
 		next := wk.next
