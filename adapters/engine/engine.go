@@ -407,6 +407,7 @@ func (p *Pending) Done() <-chan struct{} { return p.w.done }
 // Submit queues a prompt for its own turn. It returns once the prompt is
 // recorded; a re-used id is refused with input.duplicate_id.
 func (e *Engine) Submit(msg vocab.Message) (*Pending, error) {
+	growStack() // this caller may drive the lane through its prompt's start
 	w := &promptWait{done: make(chan struct{})}
 	id, err := e.message(vocab.InSubmit, msg, "", false, w)
 	if err != nil {

@@ -7,8 +7,8 @@ const stackReserve = 12 << 10
 
 // growStack makes sure the goroutine's stack has stackReserve bytes free
 // below its caller, by calling a function whose frame is that large. It
-// is called where a goroutine starts to drive a lane: Run, a worker, the
-// stopper, a timer's callback, a slot grant.
+// is called where a goroutine starts to drive a lane: Run, Submit, a
+// worker, the stopper, a timer's callback, a slot grant.
 //
 // A goroutine starts with a small stack (2 KB is typical) and the runtime
 // doubles it, copying every frame, each time a call does not fit: a
