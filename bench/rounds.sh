@@ -9,6 +9,13 @@
 #
 # usage: ROUNDS=8 METRIC=ns/step BENCHTIME=1s bench/rounds.sh PACKAGE BENCH-REGEX...
 #   cd bench/peers && ../rounds.sh . '^BenchmarkEino$/^k=50$' '^BenchmarkLoopchart$/^k=50$'
+#
+# A BENCH-REGEX written BINARY@REGEX runs REGEX in the test binary BINARY
+# (an absolute path; built before with go test -c, from another tree say)
+# instead of the package's: two trees side by side, and a peer, in the
+# same rounds.
+#   git stash && go test -c -o /tmp/before.test . && git stash pop
+#   ../rounds.sh . '^BenchmarkEino$/^k=50$' /tmp/before.test@'^BenchmarkLoopchart$/^k=50$' '^BenchmarkLoopchart$/^k=50$'
 set -euo pipefail
 pkg=$1
 shift
@@ -26,11 +33,17 @@ go test -c -o "$bin" "$pkg"
 cd "$pkg"
 for r in $(seq 1 "$rounds"); do
   i=0
-  for re in "$@"; do
-    v=$("$bin" -test.run '^$' -test.bench "$re" -test.benchtime "$benchtime" 2>&1 |
+  for arg in "$@"; do
+    run=$bin
+    re=$arg
+    if [[ $arg == *@* && -x ${arg%%@*} ]]; then
+      run=${arg%%@*}
+      re=${arg#*@}
+    fi
+    v=$("$run" -test.run '^$' -test.bench "$re" -test.benchtime "$benchtime" 2>&1 |
       awk -v m="$metric" '/^Benchmark/ { for (j = 3; j <= NF; j++) if ($j == m) { print $(j - 1); exit } }')
     if [ -z "$v" ]; then
-      echo "$re: no $metric in its output (did the benchmark run?)" >&2
+      echo "$arg: no $metric in its output (did the benchmark run?)" >&2
       exit 1
     fi
     echo "$r $i $v" >>"$vals"
