@@ -54,6 +54,11 @@ func Open(ctx context.Context, st Store, id vocab.ID, opt Options) (*Service, er
 	return s, nil
 }
 
+// runIDs makes the run ids of sessions without an IDSource of their own:
+// one source for the process, where a source per session would keep its
+// entropy and its first block of text alive for one id.
+var runIDs = vocab.NewULIDSource(nil)
+
 // attach claims session s.id of st, folds it (a new session when st has
 // none) and starts its lane; resume says the lane before was unloaded at
 // rest (see engine.Options.Resume).
@@ -61,7 +66,7 @@ func (s *Service) attach(ctx context.Context, st Store, opt Options, resume *eng
 	id := s.id
 	ids := opt.IDs
 	if ids == nil {
-		ids = vocab.NewULIDSource(nil)
+		ids = runIDs
 	}
 	run := ids.NewID(nowOf(opt))
 	claim, head, err := st.Claim(ctx, id, run, true)

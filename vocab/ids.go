@@ -35,13 +35,25 @@ type ULIDSource struct {
 // arena renders IDs into shared, append-only text blocks: one allocation
 // per 157 IDs instead of one per ID. Bytes are never changed once an ID has
 // been cut from them, so the strings stay immutable.
-type arena struct{ buf []byte }
+//
+// Blocks grow from 4 IDs to 157, doubling: a source that makes a handful
+// of IDs (a session's own, say) keeps a block of 104 bytes alive, not one
+// of 4 KB.
+type arena struct {
+	buf  []byte
+	next int // IDs in the next block; 0 before the first
+}
 
-const arenaSize = 157 * ulid.EncodedSize
+const (
+	arenaFirst = 4
+	arenaMax   = 157
+)
 
 func (a *arena) text(id ulid.ULID) ID {
 	if cap(a.buf)-len(a.buf) < ulid.EncodedSize {
-		a.buf = make([]byte, 0, arenaSize)
+		n := max(a.next, arenaFirst)
+		a.buf = make([]byte, 0, n*ulid.EncodedSize)
+		a.next = min(2*n, arenaMax)
 	}
 	start := len(a.buf)
 	a.buf = a.buf[:start+ulid.EncodedSize]
