@@ -177,10 +177,24 @@ func IsEventID(id, session ID, seq uint64) bool {
 // append-only text blocks: one allocation per block of ids instead of one
 // per id. A block is never written again where an id was cut from it, so
 // the ids stay immutable. The zero value is ready; it is not safe for
-// concurrent use (a session core owns one).
-type EventIDs struct{ buf []byte }
+// concurrent use (a session core owns one). Its blocks grow from 64
+// bytes to 512, doubling, so a short session keeps a short one.
+type EventIDs struct {
+	buf  []byte
+	next int // the size of the next block; 0 before the first
+}
 
-const eventIDBlock = 512
+const (
+	eventIDFirst = 64
+	eventIDBlock = 512
+)
+
+// grow starts a block with room for at least n bytes.
+func (a *EventIDs) grow(n int) {
+	size := max(a.next, eventIDFirst)
+	a.buf = make([]byte, 0, max(size, n))
+	a.next = min(2*size, eventIDBlock)
+}
 
 // ID returns EventID(session, seq).
 func (a *EventIDs) ID(session ID, seq uint64) ID { return a.JoinUint(seq, string(session), "-") }
@@ -193,7 +207,7 @@ func (a *EventIDs) Join(parts ...string) ID {
 		n += len(p)
 	}
 	if cap(a.buf)-len(a.buf) < n {
-		a.buf = make([]byte, 0, max(eventIDBlock, n))
+		a.grow(n)
 	}
 	start := len(a.buf)
 	for _, p := range parts {
@@ -214,7 +228,7 @@ func (a *EventIDs) JoinUint(n uint64, parts ...string) ID {
 		l += len(p)
 	}
 	if cap(a.buf)-len(a.buf) < l {
-		a.buf = make([]byte, 0, max(eventIDBlock, l))
+		a.grow(l)
 	}
 	start := len(a.buf)
 	for _, p := range parts {

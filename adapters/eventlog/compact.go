@@ -34,10 +34,11 @@ const (
 	// edgeSlots is the size of the edge cache: a tool machine has about
 	// twenty edges, a step takes four.
 	edgeSlots = 64
-	// instPage is the number of instance headers in a page of
-	// Memory.insts (a page is never copied, so a record may point into
-	// it).
-	instPage = 64
+	// instPage is the most instance headers in a page of Memory.insts (a
+	// page is never copied, so a record may point into it). Pages grow
+	// from instFirst, doubling: a short log holds a short page.
+	instPage  = 64
+	instFirst = 4
 )
 
 // edgeSlot is an entry of the edge cache: an edge kinds holds (nil: a
@@ -101,8 +102,12 @@ func (m *Memory) transition(tp *vocab.TransitionPayload) (uint32, unsafe.Pointer
 	}
 	inst := c.last
 	if inst == nil || !same(*inst, tp.Instance) {
-		if n := len(c.insts); n == 0 || len(c.insts[n-1]) == instPage {
-			c.insts = append(c.insts, make([]string, 0, instPage))
+		if n := len(c.insts); n == 0 || len(c.insts[n-1]) == cap(c.insts[n-1]) {
+			size := instFirst
+			if n > 0 {
+				size = min(2*cap(c.insts[n-1]), instPage)
+			}
+			c.insts = append(c.insts, make([]string, 0, size))
 		}
 		page := &c.insts[len(c.insts)-1]
 		*page = append(*page, tp.Instance)

@@ -215,8 +215,12 @@ func TestMemoryToolTransitions(t *testing.T) {
 		t.Errorf("kinds hold %d edges and %d other pairs, want %d and 2", compact, plain, len(edges)+1)
 	}
 	insts := 0
-	for _, page := range m.compact.insts {
+	for i, page := range m.compact.insts {
 		insts += len(page)
+		// Pages grow from instFirst, doubling, up to instPage.
+		if want := min(instFirst<<i, instPage); cap(page) != want {
+			t.Errorf("instance page %d holds %d, want %d", i, cap(page), want)
+		}
 	}
 	if insts != runs {
 		t.Errorf("%d instances held, want %d (one per run of a call's transitions)", insts, runs)

@@ -1,0 +1,42 @@
+package vocab
+
+import (
+	"strconv"
+	"testing"
+)
+
+// TestEventIDsGrow checks that EventIDs' blocks start small and double up
+// to eventIDBlock, that an id longer than a block gets a block of its own,
+// and that every id keeps its text while later blocks are made.
+func TestEventIDsGrow(t *testing.T) {
+	var a EventIDs
+	var ids []ID
+	var sizes []int
+	for n := range 300 {
+		ids = append(ids, a.ID("session", uint64(n+1)))
+		if len(a.buf) == len(ids[n]) { // the id opened a block
+			sizes = append(sizes, cap(a.buf))
+		}
+	}
+	want := []int{64, 128, 256, 512, 512}
+	if len(sizes) < len(want) {
+		t.Fatalf("blocks of %v bytes, want %v first", sizes, want)
+	}
+	for i, w := range want {
+		if sizes[i] != w {
+			t.Fatalf("blocks of %v bytes, want %v first", sizes, want)
+		}
+	}
+	for n, id := range ids {
+		if want := EventID("session", uint64(n+1)); id != want {
+			t.Fatalf("id %d = %q, want %q", n, id, want)
+		}
+	}
+	long := make([]byte, 2000)
+	for i := range long {
+		long[i] = 'x'
+	}
+	if id := a.Join(string(long), "-", strconv.Itoa(1)); len(id) != 2002 || len(a.buf) != 2002 {
+		t.Fatalf("a 2,002-byte id: %d bytes, block of %d", len(id), len(a.buf))
+	}
+}
