@@ -403,12 +403,7 @@ func BenchmarkEino(b *testing.B) {
 			var ag *react.Agent
 			fresh := func() {
 				var err error
-				ag, err = react.NewAgent(ctx, &react.AgentConfig{
-					ToolCallingModel: newEinoModel(k),
-					ToolsConfig:      compose.ToolsNodeConfig{Tools: []tool.BaseTool{einoNoop{}}, ExecuteSequentially: true},
-					MaxStep:          2*k + 4,
-				})
-				if err != nil {
+				if ag, err = newEinoAgent(ctx, k); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -771,6 +766,17 @@ func concurrent(b *testing.B, n, k int, run prompt, open func(i int) (*agentsvc.
 	closeAll(svcs)
 }
 
+// newEinoAgent is the eino ReAct agent of the benchmarks: the fake model
+// of k rounds, the no-op tool run sequentially, and a step cap that a
+// k-round run never reaches (eino counts graph supersteps, not turns).
+func newEinoAgent(ctx context.Context, k int) (*react.Agent, error) {
+	return react.NewAgent(ctx, &react.AgentConfig{
+		ToolCallingModel: newEinoModel(k),
+		ToolsConfig:      compose.ToolsNodeConfig{Tools: []tool.BaseTool{einoNoop{}}, ExecuteSequentially: true},
+		MaxStep:          2*k + 4,
+	})
+}
+
 // concurrentEino runs n eino ReAct agents at once per op, each one
 // k-round run, and reports steps/s.
 func concurrentEino(b *testing.B, n, k int) {
@@ -778,12 +784,7 @@ func concurrentEino(b *testing.B, n, k int) {
 	ags := make([]*react.Agent, n)
 	for i := range ags {
 		var err error
-		ags[i], err = react.NewAgent(ctx, &react.AgentConfig{
-			ToolCallingModel: newEinoModel(k),
-			ToolsConfig:      compose.ToolsNodeConfig{Tools: []tool.BaseTool{einoNoop{}}, ExecuteSequentially: true},
-			MaxStep:          2*k + 4,
-		})
-		if err != nil {
+		if ags[i], err = newEinoAgent(ctx, k); err != nil {
 			b.Fatal(err)
 		}
 	}

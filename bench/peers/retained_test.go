@@ -5,6 +5,9 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/cloudwego/eino/flow/agent/react"
+	"github.com/cloudwego/eino/schema"
+
 	"github.com/loopchart/loopchart/agentsvc"
 )
 
@@ -66,4 +69,87 @@ func retained(b *testing.B, opt agentsvc.Options) {
 	if err := svc.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkRetainedNewSession measures what a new session holds: it opens
+// b.N sessions (agentsvc.New, in-memory log, after one warm-up session has
+// run and closed, as in a running process) and reports the heap in use
+// after a collection per session once they are open (open-B/session) and
+// once each has run one turn of three steps, k=2 (prompt-B/session).
+// Compare with BenchmarkRetainedEinoAgent. Run it with -benchtime 1000x.
+func BenchmarkRetainedNewSession(b *testing.B) {
+	ctx := context.Background()
+	w, err := agentsvc.New(lcOptions(2))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := runSync(ctx, w); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	svcs := make([]*agentsvc.Service, 0, b.N)
+	before := heapInUse()
+	b.ResetTimer()
+	for b.Loop() {
+		s, err := agentsvc.New(lcOptions(2))
+		if err != nil {
+			b.Fatal(err)
+		}
+		svcs = append(svcs, s)
+	}
+	b.StopTimer()
+	open := heapInUse()
+	for _, s := range svcs {
+		if res, err := runSync(ctx, s); err != nil || res.Steps != 3 {
+			b.Fatalf("%v %v, want completed{steps=3}", res, err)
+		}
+	}
+	after := heapInUse()
+	b.ReportMetric(float64(int64(open)-int64(before))/float64(len(svcs)), "open-B/session")
+	b.ReportMetric(float64(int64(after)-int64(before))/float64(len(svcs)), "prompt-B/session")
+	for _, s := range svcs {
+		if err := s.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRetainedEinoAgent is BenchmarkRetainedNewSession's peer: the
+// heap in use per eino ReAct agent (k=2, the benchmarks' fake and tool)
+// after a collection, once made (open-B/session) and once each has run
+// one k=2 Generate (prompt-B/session; an agent keeps nothing of a run).
+func BenchmarkRetainedEinoAgent(b *testing.B) {
+	ctx := context.Background()
+	ags := make([]*react.Agent, 0, b.N)
+	before := heapInUse()
+	b.ResetTimer()
+	for b.Loop() {
+		ag, err := newEinoAgent(ctx, 2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ags = append(ags, ag)
+	}
+	b.StopTimer()
+	open := heapInUse()
+	for _, ag := range ags {
+		if out, err := ag.Generate(ctx, []*schema.Message{schema.UserMessage("go")}); err != nil || out.Content != "done" {
+			b.Fatalf("%v %v, want done", out, err)
+		}
+	}
+	after := heapInUse()
+	b.ReportMetric(float64(int64(open)-int64(before))/float64(len(ags)), "open-B/session")
+	b.ReportMetric(float64(int64(after)-int64(before))/float64(len(ags)), "prompt-B/session")
+	runtime.KeepAlive(ags)
+}
+
+// heapInUse is the heap in use after two collections.
+func heapInUse() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
