@@ -18,15 +18,7 @@ func TestEventIDsGrow(t *testing.T) {
 			sizes = append(sizes, cap(a.buf))
 		}
 	}
-	want := []int{64, 128, 256, 512, 512}
-	if len(sizes) < len(want) {
-		t.Fatalf("blocks of %v bytes, want %v first", sizes, want)
-	}
-	for i, w := range want {
-		if sizes[i] != w {
-			t.Fatalf("blocks of %v bytes, want %v first", sizes, want)
-		}
-	}
+	wantFirst(t, "bytes", sizes, []int{64, 128, 256, 512, 512})
 	for n, id := range ids {
 		if want := EventID("session", uint64(n+1)); id != want {
 			t.Fatalf("id %d = %q, want %q", n, id, want)

@@ -2,6 +2,7 @@ package vocab
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 	"time"
 
@@ -22,15 +23,7 @@ func TestArenaGrows(t *testing.T) {
 			caps = append(caps, cap(s.arena.buf)/ulid.EncodedSize)
 		}
 	}
-	want := []int{4, 8, 16, 32, 64, 128, 157, 157}
-	if len(caps) < len(want) {
-		t.Fatalf("blocks of %v IDs, want %v first", caps, want)
-	}
-	for i, w := range want {
-		if caps[i] != w {
-			t.Fatalf("blocks of %v IDs, want %v first", caps, want)
-		}
-	}
+	wantFirst(t, "IDs", caps, []int{4, 8, 16, 32, 64, 128, 157, 157})
 	for i, id := range ids {
 		var u ulid.ULID
 		_ = u.SetTime(ulid.Timestamp(at))
@@ -38,5 +31,14 @@ func TestArenaGrows(t *testing.T) {
 		if string(id) != u.String() {
 			t.Fatalf("id %d = %s, want %s", i, id, u.String())
 		}
+	}
+}
+
+// wantFirst fails t unless got starts with want (the sizes of blocks, in
+// unit).
+func wantFirst(t *testing.T, unit string, got, want []int) {
+	t.Helper()
+	if len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+		t.Fatalf("blocks of %v %s, want %v first", got, unit, want)
 	}
 }

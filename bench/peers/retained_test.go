@@ -2,6 +2,7 @@ package peers
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 
@@ -89,26 +90,13 @@ func BenchmarkRetainedNewSession(b *testing.B) {
 	if err := w.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
-	svcs := make([]*agentsvc.Service, 0, b.N)
-	before := heapInUse()
-	b.ResetTimer()
-	for b.Loop() {
-		s, err := agentsvc.New(lcOptions(2))
-		if err != nil {
-			b.Fatal(err)
-		}
-		svcs = append(svcs, s)
-	}
-	b.StopTimer()
-	open := heapInUse()
-	for _, s := range svcs {
-		if res, err := runSync(ctx, s); err != nil || res.Steps != 3 {
-			b.Fatalf("%v %v, want completed{steps=3}", res, err)
-		}
-	}
-	after := heapInUse()
-	b.ReportMetric(float64(int64(open)-int64(before))/float64(len(svcs)), "open-B/session")
-	b.ReportMetric(float64(int64(after)-int64(before))/float64(len(svcs)), "prompt-B/session")
+	svcs := heldPerSession(b, func() (*agentsvc.Service, error) { return agentsvc.New(lcOptions(2)) },
+		func(s *agentsvc.Service) error {
+			if res, err := runSync(ctx, s); err != nil || res.Steps != 3 {
+				return fmt.Errorf("%v %v, want completed{steps=3}", res, err)
+			}
+			return nil
+		})
 	for _, s := range svcs {
 		if err := s.Close(ctx); err != nil {
 			b.Fatal(err)
@@ -122,27 +110,42 @@ func BenchmarkRetainedNewSession(b *testing.B) {
 // one k=2 Generate (prompt-B/session; an agent keeps nothing of a run).
 func BenchmarkRetainedEinoAgent(b *testing.B) {
 	ctx := context.Background()
-	ags := make([]*react.Agent, 0, b.N)
+	ags := heldPerSession(b, func() (*react.Agent, error) { return newEinoAgent(ctx, 2) },
+		func(ag *react.Agent) error {
+			if out, err := ag.Generate(ctx, []*schema.Message{schema.UserMessage("go")}); err != nil || out.Content != "done" {
+				return fmt.Errorf("%v %v, want done", out, err)
+			}
+			return nil
+		})
+	runtime.KeepAlive(ags)
+}
+
+// heldPerSession makes b.N sessions (or agents) with open, timed, then
+// runs run on each, and reports the heap each holds after a collection,
+// open and after its run. It returns the sessions, which it keeps alive.
+func heldPerSession[T any](b *testing.B, open func() (T, error), run func(T) error) []T {
+	all := make([]T, 0, b.N)
 	before := heapInUse()
 	b.ResetTimer()
 	for b.Loop() {
-		ag, err := newEinoAgent(ctx, 2)
+		x, err := open()
 		if err != nil {
 			b.Fatal(err)
 		}
-		ags = append(ags, ag)
+		all = append(all, x)
 	}
 	b.StopTimer()
-	open := heapInUse()
-	for _, ag := range ags {
-		if out, err := ag.Generate(ctx, []*schema.Message{schema.UserMessage("go")}); err != nil || out.Content != "done" {
-			b.Fatalf("%v %v, want done", out, err)
+	opened := heapInUse()
+	for _, x := range all {
+		if err := run(x); err != nil {
+			b.Fatal(err)
 		}
 	}
 	after := heapInUse()
-	b.ReportMetric(float64(int64(open)-int64(before))/float64(len(ags)), "open-B/session")
-	b.ReportMetric(float64(int64(after)-int64(before))/float64(len(ags)), "prompt-B/session")
-	runtime.KeepAlive(ags)
+	n := float64(len(all))
+	b.ReportMetric(float64(int64(opened)-int64(before))/n, "open-B/session")
+	b.ReportMetric(float64(int64(after)-int64(before))/n, "prompt-B/session")
+	return all
 }
 
 // heapInUse is the heap in use after two collections.
