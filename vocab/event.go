@@ -189,6 +189,11 @@ const (
 	eventIDBlock = 512
 )
 
+// Release drops the current block (the ids cut from it stay valid) and
+// keeps the size the next one will have: a session at rest holds no block,
+// and one that wakes again starts where it left off.
+func (a *EventIDs) Release() { a.buf = nil }
+
 // grow starts a block with room for at least n bytes.
 func (a *EventIDs) grow(n int) {
 	size := max(a.next, eventIDFirst)

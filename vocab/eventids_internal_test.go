@@ -24,6 +24,11 @@ func TestEventIDsGrow(t *testing.T) {
 			t.Fatalf("id %d = %q, want %q", n, id, want)
 		}
 	}
+	// Released, the next block is as large as the last one was.
+	a.Release()
+	if id := a.ID("session", 1); len(a.buf) != len(id) || cap(a.buf) != eventIDBlock || id != EventID("session", 1) {
+		t.Fatalf("after Release: %q, block of %d, want %d", id, cap(a.buf), eventIDBlock)
+	}
 	long := make([]byte, 2000)
 	for i := range long {
 		long[i] = 'x'

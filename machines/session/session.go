@@ -750,7 +750,7 @@ func (c *Core) Advance(rd Ready) {
 // session rests, so that an idle session holds little beyond its history.
 // (The batch buffers themselves belong to the Machines lent with Use.)
 func (c *Core) Trim() {
-	c.ids = vocab.EventIDs{}
+	c.ids.Release()
 	if len(c.live) == 0 {
 		c.live = nil // made again on use (a map keeps its buckets)
 	}
